@@ -1,0 +1,180 @@
+# minitorch - build, test, run, bench, install.
+#
+#   make                 build/libminitorch.so (+ frontends); CUDA when nvcc is found
+#   make CUDA=0          CPU-only library
+#   make print-config    what was detected
+#   make run             the flagship demo (GPU when there is one, else CPU)
+#   make test            every suite on the CPU backend (+ compiles every CUDA source)
+#   make test-gpu        the suites with MT_DEVICE=cuda plus tests/gpu (needs a GPU)
+#   make bench           benchmarks against PyTorch (needs a GPU)
+#   make install PREFIX=/usr/local
+#
+# Settings: CUDA=0|1, NVCC=path, CUDA_HOME=path, CUDA_ARCH (gencode flags),
+# CUDNN_PATH=dir with include/ and lib/ (optional), DEBUG=1.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+PYTHON  ?= python3
+CXX     ?= g++
+CC      ?= gcc
+
+# ---- CUDA detection ---------------------------------------------------------
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(origin CUDA), undefined)
+  CUDA := $(if $(NVCC),1,0)
+endif
+ifneq ($(filter-out 0 1,$(CUDA)),)
+  $(error CUDA must be 0 or 1, got '$(CUDA)')
+endif
+ifeq ($(CUDA),1)
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found; set NVCC=/path/to/nvcc or build with CUDA=0)
+  endif
+  CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+  CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib))
+  CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
+  NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+endif
+
+ifdef DEBUG
+  OPT := -O0 -g
+else
+  OPT := -O2 -g
+endif
+
+CPPFLAGS := -Iabi -I. -MMD -MP
+CXXFLAGS := -std=c++17 $(OPT) -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -Wall -Wextra -Wno-unused-parameter -pthread
+CFLAGS_C := -std=c99 $(OPT) -Wall -Wextra -pedantic
+LDLIBS   := -pthread -ldl
+NVCCFLAGS := -std=c++17 -O3 -lineinfo $(CUDA_ARCH) --expt-relaxed-constexpr \
+             -Xcompiler -fPIC,-fvisibility=hidden,-Wall -Iabi -I.
+
+LIB_SRCS := $(wildcard abi/*.cpp autograd/*.cpp backend/*.cpp backend/cpu/*.cpp)
+CU_SRCS  := $(wildcard backend/cuda/*.cu backend/cuda/*/*.cu)
+ifeq ($(CUDA),1)
+  CPPFLAGS += -DMT_HAVE_CUDA -isystem $(CUDA_HOME)/include
+  NVCCFLAGS += -DMT_HAVE_CUDA
+  LIB_SRCS += $(wildcard backend/cuda/*.cpp)
+  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart
+  ifneq ($(CUDNN_PATH),)
+    CPPFLAGS += -DMT_HAVE_CUDNN -isystem $(CUDNN_PATH)/include
+    NVCCFLAGS += -DMT_HAVE_CUDNN -I$(CUDNN_PATH)/include
+    LDLIBS += -L$(CUDNN_PATH)/lib -Wl,-rpath,$(CUDNN_PATH)/lib -l:libcudnn.so.9
+  endif
+endif
+
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o)
+CU_OBJS  := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+ALL_OBJS := $(LIB_OBJS) $(if $(filter 1,$(CUDA)),$(CU_OBJS))
+LIB      := $(BUILD)/libminitorch.so
+ARCHIVE  := $(BUILD)/libminitorch_static.a
+
+C_DEMOS  := $(patsubst frontends/c/%.c,$(BUILD)/%,$(wildcard frontends/c/*.c))
+UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+UNIT_BIN := $(BUILD)/unit_tests
+
+.PHONY: all lib print-config run test test-unit test-c test-python test-holyc test-gpu \
+        compile-cuda bench install clean deps frontends
+
+all: print-config lib frontends
+
+print-config:
+	@echo "minitorch build configuration"
+	@echo "  CUDA       = $(CUDA)$(if $(filter 1,$(CUDA)), (nvcc $(NVCC_VERSION) at $(NVCC)))"
+	@echo "  CUDA_HOME  = $(CUDA_HOME)"
+	@echo "  CUDA_ARCH  = $(CUDA_ARCH)"
+	@echo "  CUDNN_PATH = $(if $(CUDNN_PATH),$(CUDNN_PATH),(none: cuDNN paths off))"
+	@echo "  CXX        = $(CXX) $(OPT)"
+
+lib: $(LIB) $(ARCHIVE)
+
+$(LIB): $(ALL_OBJS) abi/exports.map
+	@mkdir -p $(@D)
+	$(CXX) -shared -o $@ $(ALL_OBJS) -Wl,--version-script=abi/exports.map -Wl,-soname,libminitorch.so $(LDLIBS)
+
+$(ARCHIVE): $(ALL_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $(ALL_OBJS)
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# Compiles every CUDA source even in a CPU-only configuration (CI has nvcc, no GPU).
+compile-cuda:
+	@if [ -z "$(NVCC)" ]; then echo "compile-cuda: nvcc not found, skipped"; else \
+	  $(MAKE) --no-print-directory CUDA=1 $(CU_SRCS:%.cu=$(BUILD)/obj/%.o); fi
+
+frontends: $(C_DEMOS)
+
+$(BUILD)/%: frontends/c/%.c abi/minitorch.h $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_C) -Iabi $< -o $@ -L$(BUILD) -Wl,-rpath,'$$ORIGIN' -lminitorch -lm
+
+# ---- tests ------------------------------------------------------------------
+DOCTEST_H := $(firstword $(wildcard /usr/include/doctest/doctest.h /usr/local/include/doctest/doctest.h))
+
+deps:
+	@if [ -z "$(DOCTEST_H)" ]; then \
+	  echo "installing doctest-dev (tests need doctest)"; \
+	  if command -v apt-get >/dev/null; then \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get install -y -q doctest-dev >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q doctest-dev >/dev/null; }; \
+	  else echo "doctest not found and apt-get unavailable: install doctest" >&2; exit 1; fi; \
+	fi
+
+$(UNIT_BIN): $(UNIT_SRCS) $(ARCHIVE) $(wildcard tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -fvisibility=default $(UNIT_SRCS) -o $@ $(ARCHIVE) $(LDLIBS)
+
+test-unit: deps
+	@$(MAKE) --no-print-directory $(UNIT_BIN)
+	MT_DEVICE=$${MT_DEVICE:-cpu} $(UNIT_BIN)
+
+test-c: lib frontends
+	MT_DEVICE=$${MT_DEVICE:-cpu} $(PYTHON) tests/c/run_c_demos.py $(BUILD)
+
+test-python: lib
+	MT_DEVICE=$${MT_DEVICE:-cpu} MINITORCH_LIB=$(abspath $(LIB)) $(PYTHON) -m unittest discover -s tests/python -t . -v 2>&1 | tail -n 40; exit $${PIPESTATUS[0]}
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory compile-cuda
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory test-python
+	@if [ -f tests/holyc/run.py ]; then $(MAKE) --no-print-directory test-holyc; fi
+	@echo "make test: all suites passed"
+
+test-gpu:
+	@$(MAKE) --no-print-directory all CUDA=1
+	MT_DEVICE=cuda $(MAKE) --no-print-directory test-unit test-c test-python
+	MT_DEVICE=cuda MINITORCH_LIB=$(abspath $(LIB)) $(PYTHON) -m unittest discover -s tests/gpu -t . -v
+	@echo "make test-gpu: all suites passed"
+
+bench:
+	@$(MAKE) --no-print-directory all CUDA=1
+	MINITORCH_LIB=$(abspath $(LIB)) $(PYTHON) scripts/bench/run.py
+
+run: all
+	$(BUILD)/xor
+
+# ---- install ----------------------------------------------------------------
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libminitorch.so
+	install -m 644 abi/minitorch.h $(DESTDIR)$(PREFIX)/include/minitorch.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/#define MT_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' abi/minitorch.h | paste -sd.)|g' \
+	    -e 's|@LIBS_PRIVATE@|$(LDLIBS)|g' abi/minitorch.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/minitorch.pc
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

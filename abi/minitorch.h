@@ -1,0 +1,247 @@
+/*
+ * minitorch.h - the C ABI of libminitorch.so, a tape-based autograd engine
+ * with a CUDA backend and a CPU reference backend.
+ *
+ * C99. Every symbol is prefixed mt_. Scalars cross as double or int64_t, enums
+ * are int32-sized, handles and buffers are pointers; no structs by value, no
+ * varargs, no callbacks. Fallible functions return mt_status (MT_OK == 0) and
+ * write results through out-parameters, which come first. On failure *out
+ * stays NULL, nothing is recorded on the tape, and mt_last_error() says why.
+ *
+ * Ownership, in one sentence per kind of pointer:
+ *  - mt_tensor **out: the caller owns one new reference; release it with
+ *    mt_tensor_release().
+ *  - mt_tensor * inputs: borrowed for the duration of the call; ops that must
+ *    keep an input (the tape, a view) take their own reference.
+ *  - const void *data / const int64_t *shape: borrowed for the call, copied.
+ *  - const char * results: owned by the library; valid until the next call on
+ *    the same thread (mt_last_error) or forever (mt_status_string, mt_version).
+ *
+ * A worked example: fit y = 2x with one weight.
+ *
+ *   int64_t shape[2] = {4, 1};
+ *   float xs[4] = {1, 2, 3, 4}, ys[4] = {2, 4, 6, 8}, w0 = 0.5f;
+ *   mt_tensor *x, *y, *w, *pred, *loss, *g;
+ *   mt_tensor_from_data(&x, xs, shape, 2, MT_F32, MT_CPU);
+ *   mt_tensor_from_data(&y, ys, shape, 2, MT_F32, MT_CPU);
+ *   mt_tensor_from_data(&w, &w0, NULL, 0, MT_F32, MT_CPU);   // 0-d scalar
+ *   mt_tensor_set_requires_grad(w, 1);
+ *   mt_mul(&pred, x, w);                  // broadcasts [4,1] * []
+ *   mt_mse_loss(&loss, pred, y);
+ *   mt_backward(loss);                    // w.grad = mean(2*(pred-y)*x) = -22.5
+ *   mt_tensor_grad(&g, w);
+ *   ... mt_tensor_release() each of x, y, w, pred, loss, g.
+ *
+ * Threads: the tape and the grad mode are per thread; the last error is per
+ * thread. A tensor may be read from several threads, not written concurrently.
+ */
+#ifndef MINITORCH_MINITORCH_H_INCLUDED
+#define MINITORCH_MINITORCH_H_INCLUDED
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  define MT_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#  define MT_API __attribute__((visibility("default")))
+#else
+#  define MT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_VERSION_MAJOR 0
+#define MT_VERSION_MINOR 1
+#define MT_VERSION_PATCH 0
+#define MT_ABI_VERSION 1
+
+/* ---------------------------------------------------------------- basics */
+
+typedef enum mt_status {
+  MT_OK = 0,
+  MT_ERR_INVALID_ARGUMENT = 1,  /* null pointer, released handle, bad value */
+  MT_ERR_SHAPE = 2,             /* shapes do not fit the op */
+  MT_ERR_DTYPE = 3,             /* dtype not supported or mixed */
+  MT_ERR_DEVICE = 4,            /* device unavailable or tensors on different devices */
+  MT_ERR_OUT_OF_MEMORY = 5,
+  MT_ERR_CUDA = 6,              /* a CUDA runtime or library call failed */
+  MT_ERR_IO = 7,
+  MT_ERR_STATE = 8,             /* the call is not valid now (e.g. backward with nothing recorded) */
+  MT_ERR_UNSUPPORTED = 9,       /* valid request that this build cannot do */
+  MT_ERR_INTERNAL = 10          /* a broken invariant: please report */
+} mt_status;
+
+typedef enum mt_dtype {
+  MT_F32 = 0, MT_F64 = 1, MT_F16 = 2, MT_BF16 = 3, MT_I32 = 4, MT_I64 = 5, MT_U8 = 6
+} mt_dtype;
+
+typedef enum mt_device { MT_CPU = 0, MT_CUDA = 1 } mt_device;
+
+MT_API int64_t mt_abi_version(void);
+/* "MAJOR.MINOR.PATCH"; owned by the library, static. */
+MT_API const char *mt_version(void);
+/* Thread-local message of the last failure on this thread, never NULL ("" when none);
+ * owned by the library, valid until the next failing call on this thread. */
+MT_API const char *mt_last_error(void);
+/* Static name of a status, e.g. "MT_ERR_SHAPE"; "MT_ERR_UNKNOWN" for other values. */
+MT_API const char *mt_status_string(mt_status s);
+/* Static name of a dtype ("float32", ...) or NULL for an invalid value. */
+MT_API const char *mt_dtype_name(mt_dtype d);
+/* Bytes per element of a dtype; 0 for an invalid value. */
+MT_API int64_t mt_dtype_size(mt_dtype d);
+
+/* 0 when no usable GPU or a CPU-only build. */
+MT_API int64_t mt_cuda_device_count(void);
+/* CUDA if usable, else CPU; the environment variable MT_DEVICE=cpu|cuda overrides
+ * (MT_DEVICE=cuda without a usable GPU falls back to CPU). */
+MT_API mt_device mt_default_device(void);
+/* Name of the device, e.g. "NVIDIA H100 80GB HBM3" or "cpu"; owned by the library, static. */
+MT_API const char *mt_device_name(mt_device device);
+
+/* ------------------------------------------------------------ raw memory */
+
+/* *out is owned by the caller, freed with mt_free on the same device. nbytes >= 0;
+ * 0 gives a valid pointer that must still be freed. */
+MT_API mt_status mt_malloc(void **out, int64_t nbytes, mt_device device);
+MT_API mt_status mt_free(void *ptr, mt_device device);            /* NULL: no-op */
+/* Copies are complete when the call returns (d2h and h2d synchronize the stream). */
+MT_API mt_status mt_memcpy_h2d(void *dst, const void *src, int64_t nbytes);
+MT_API mt_status mt_memcpy_d2h(void *dst, const void *src, int64_t nbytes);
+MT_API mt_status mt_memcpy_d2d(void *dst, const void *src, int64_t nbytes); /* stream-ordered */
+/* Waits until all queued GPU work is finished; reports asynchronous CUDA errors. */
+MT_API mt_status mt_synchronize(void);
+/* Bytes the library holds now on a device (tensors and mt_malloc), for leak tests. */
+MT_API int64_t mt_live_bytes(mt_device device);
+
+/* --------------------------------------------------------------- tensors */
+
+/* Opaque, reference-counted; every tensor is dense and row-major. */
+typedef struct mt_tensor mt_tensor;
+
+/* Copies ndim-dimensional data (ndim 0 = scalar; shape may be NULL when ndim is 0). */
+MT_API mt_status mt_tensor_from_data(mt_tensor **out, const void *data, const int64_t *shape, int64_t ndim,
+                                     mt_dtype dtype, mt_device device);
+/* Wraps memory the caller owns (no copy): data must stay valid and be freed by the caller
+ * after the last reference to *out is released. */
+MT_API mt_status mt_tensor_from_blob(mt_tensor **out, void *data, const int64_t *shape, int64_t ndim,
+                                     mt_dtype dtype, mt_device device);
+MT_API mt_status mt_tensor_zeros(mt_tensor **out, const int64_t *shape, int64_t ndim, mt_dtype dtype, mt_device device);
+MT_API mt_status mt_tensor_ones(mt_tensor **out, const int64_t *shape, int64_t ndim, mt_dtype dtype, mt_device device);
+MT_API mt_status mt_tensor_full(mt_tensor **out, const int64_t *shape, int64_t ndim, double value,
+                                mt_dtype dtype, mt_device device);
+/* Uniform [0,1) and standard normal from a counter-based Philox-4x32-10 stream keyed by seed:
+ * the same seed gives the same values on every device. Floating dtypes only. */
+MT_API mt_status mt_tensor_rand(mt_tensor **out, const int64_t *shape, int64_t ndim, int64_t seed,
+                                mt_dtype dtype, mt_device device);
+MT_API mt_status mt_tensor_randn(mt_tensor **out, const int64_t *shape, int64_t ndim, int64_t seed,
+                                 mt_dtype dtype, mt_device device);
+/* 1-D [start, start+step, ...) with ceil((end-start)/step) elements. */
+MT_API mt_status mt_tensor_arange(mt_tensor **out, double start, double end, double step,
+                                  mt_dtype dtype, mt_device device);
+
+/* Copies the whole tensor into dst (host memory); nbytes must equal numel * dtype size.
+ * Synchronizes with queued GPU work. */
+MT_API mt_status mt_tensor_copy_to_host(const mt_tensor *t, void *dst, int64_t nbytes);
+/* Overwrites the tensor's elements from host memory; nbytes must match. Not recorded. */
+MT_API mt_status mt_tensor_copy_from_host(mt_tensor *t, const void *src, int64_t nbytes);
+/* The value of a one-element tensor as a double (synchronizes). */
+MT_API mt_status mt_tensor_item(const mt_tensor *t, double *out);
+MT_API mt_status mt_tensor_ndim(const mt_tensor *t, int64_t *out);
+MT_API mt_status mt_tensor_shape(const mt_tensor *t, int64_t *out);      /* writes ndim entries */
+MT_API mt_status mt_tensor_numel(const mt_tensor *t, int64_t *out);
+MT_API mt_status mt_tensor_dtype(const mt_tensor *t, mt_dtype *out);
+MT_API mt_status mt_tensor_device(const mt_tensor *t, mt_device *out);
+/* Borrowed pointer to the first element, valid while the tensor lives. */
+MT_API mt_status mt_tensor_data_ptr(const mt_tensor *t, void **out);
+MT_API mt_status mt_tensor_retain(mt_tensor *t);
+MT_API mt_status mt_tensor_release(mt_tensor *t);                        /* NULL: no-op */
+/* Handles alive now (held by the caller, the tape or as .grad), for leak tests. */
+MT_API int64_t   mt_live_tensors(void);
+
+/* ---------------------------------------------------------------- autograd */
+
+MT_API mt_status mt_tensor_set_requires_grad(mt_tensor *t, int64_t requires_grad);
+MT_API mt_status mt_tensor_requires_grad(const mt_tensor *t, int64_t *out);
+/* New reference to the accumulated gradient; *out = NULL if none yet. */
+MT_API mt_status mt_tensor_grad(mt_tensor **out, const mt_tensor *t);
+/* Sets every element of the tensor's gradient to zero (no-op when it has none). */
+MT_API mt_status mt_tensor_zero_grad(mt_tensor *t);
+/* A new handle on the same storage that does not require grad. */
+MT_API mt_status mt_tensor_detach(mt_tensor **out, mt_tensor *t);
+/* Turns recording on (1) or off (0) for this thread; returns the previous mode. */
+MT_API int64_t   mt_set_grad_enabled(int64_t enabled);
+MT_API int64_t   mt_is_grad_enabled(void);
+/* Walks the tape in reverse from loss (one element), accumulates into .grad of the leaves
+ * that require grad, then clears the whole tape. On failure the tape is untouched. */
+MT_API mt_status mt_backward(mt_tensor *loss);
+/* Drops every recorded entry without running backward. */
+MT_API mt_status mt_tape_clear(void);
+/* Entries on this thread's tape now. */
+MT_API int64_t   mt_tape_size(void);
+
+/* -------------------------------------------------------------------- ops */
+/* *out receives a new reference; recorded on the tape when grad is on and an input
+ * requires grad. Floating ops keep the dtype of their inputs (mixing float dtypes is
+ * MT_ERR_DTYPE); inputs must share a device (else MT_ERR_DEVICE); shapes broadcast as
+ * in numpy; dims may be negative, counted from the end. */
+
+MT_API mt_status mt_add(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_sub(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_mul(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_div(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+/* [m,k]@[k,n], batched [b,m,k]@[b,k,n], and [b,m,k]@[k,n] (b broadcast). */
+MT_API mt_status mt_matmul(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+/* x [..., in] @ weight[out,in]^T + bias[out] (bias may be NULL), as torch.nn.functional.linear. */
+MT_API mt_status mt_linear(mt_tensor **out, mt_tensor *x, mt_tensor *weight, mt_tensor *bias);
+MT_API mt_status mt_add_scalar(mt_tensor **out, mt_tensor *x, double s);
+MT_API mt_status mt_mul_scalar(mt_tensor **out, mt_tensor *x, double s);
+MT_API mt_status mt_pow_scalar(mt_tensor **out, mt_tensor *x, double p);
+MT_API mt_status mt_neg(mt_tensor **out, mt_tensor *x);
+MT_API mt_status mt_relu(mt_tensor **out, mt_tensor *x);
+MT_API mt_status mt_sigmoid(mt_tensor **out, mt_tensor *x);
+MT_API mt_status mt_tanh(mt_tensor **out, mt_tensor *x);
+MT_API mt_status mt_exp(mt_tensor **out, mt_tensor *x);
+MT_API mt_status mt_log(mt_tensor **out, mt_tensor *x);
+MT_API mt_status mt_sum(mt_tensor **out, mt_tensor *x);                   /* all elements -> 0-d */
+MT_API mt_status mt_mean(mt_tensor **out, mt_tensor *x);                  /* all elements -> 0-d */
+MT_API mt_status mt_sum_dim(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t keepdim);
+MT_API mt_status mt_mean_dim(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t keepdim);
+MT_API mt_status mt_mse_loss(mt_tensor **out, mt_tensor *pred, mt_tensor *target); /* mean; same shapes */
+/* A view sharing storage; one dim may be -1 (inferred). */
+MT_API mt_status mt_reshape(mt_tensor **out, mt_tensor *x, const int64_t *shape, int64_t ndim);
+/* Swaps two dims (copies into a new dense tensor). */
+MT_API mt_status mt_transpose(mt_tensor **out, mt_tensor *x, int64_t dim0, int64_t dim1);
+/* Reorders dims: out.shape[i] = x.shape[perm[i]] (copies). */
+MT_API mt_status mt_permute(mt_tensor **out, mt_tensor *x, const int64_t *perm, int64_t ndim);
+/* Copies to a device (differentiable); same device gives a new reference to x itself. */
+MT_API mt_status mt_tensor_to(mt_tensor **out, mt_tensor *x, mt_device device);
+/* Converts the dtype (differentiable between floating dtypes); same dtype gives x itself. */
+MT_API mt_status mt_tensor_cast(mt_tensor **out, mt_tensor *x, mt_dtype dtype);
+/* A dense copy with its own storage (differentiable). */
+MT_API mt_status mt_tensor_clone(mt_tensor **out, mt_tensor *x);
+
+/* ------------------------------------------------------------ optimizers */
+
+/* An optimizer holds its own references to the parameters and its state tensors. */
+typedef struct mt_optimizer mt_optimizer;
+
+/* SGD as torch.optim.SGD: with weight decay wd, g = grad + wd*p; with momentum m,
+ * v = m*v + g (v = g at the first step) and g = nesterov ? g + m*v : v; then p -= lr*g.
+ * One fused kernel over all parameters on CUDA. params is borrowed (n entries). */
+MT_API mt_status mt_optim_sgd(mt_optimizer **out, mt_tensor *const *params, int64_t n,
+                              double lr, double momentum, double weight_decay, int64_t nesterov);
+/* Applies one update to every parameter that has a gradient; not recorded on the tape. */
+MT_API mt_status mt_optim_step(mt_optimizer *opt);
+/* Zeroes the gradients of every parameter. */
+MT_API mt_status mt_optim_zero_grad(mt_optimizer *opt);
+MT_API mt_status mt_optim_set_lr(mt_optimizer *opt, double lr);
+MT_API mt_status mt_optim_get_lr(const mt_optimizer *opt, double *out);
+MT_API mt_status mt_optim_free(mt_optimizer *opt);                       /* NULL: no-op */
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* MINITORCH_MINITORCH_H_INCLUDED */

@@ -1,0 +1,158 @@
+// backend.h - the device interface between autograd/ and the kernels.
+//
+// Everything here works on raw pointers to dense row-major buffers; the backends
+// know nothing of tensors, the tape or the ABI. A backend reports failure by
+// throwing mt::Error (backend/error.h) and never prints, exits or aborts.
+//
+// defines: DType, Device, dtype_size, Unary, Binary, BroadcastPlan, MatmulArgs,
+//          SgdArgs, Backend, backend_for
+#pragma once
+
+#include <cstdint>
+
+#include "error.h"
+
+namespace mt {
+
+// Values equal the C ABI's mt_dtype / mt_device.
+enum class DType : int32_t { F32 = 0, F64 = 1, F16 = 2, BF16 = 3, I32 = 4, I64 = 5, U8 = 6 };
+enum class Device : int32_t { CPU = 0, CUDA = 1 };
+
+constexpr int kNumDTypes = 7;
+int64_t dtype_size(DType d);          // bytes per element
+const char *dtype_name(DType d);      // "float32", ...
+bool dtype_is_float(DType d);         // F32 F64 F16 BF16
+const char *device_name_short(Device d);  // "cpu" / "cuda"
+
+constexpr int kMaxDims = 8;
+
+// Elementwise ops of one input. s is the scalar operand where the op has one.
+//   NEG: -x   EXP   LOG   RELU: max(x,0)   SIGMOID   TANH
+//   ADD_SCALAR: x+s   MUL_SCALAR: x*s   POW_SCALAR: x^s   SQRT   ABS
+//   SIGN: -1/0/1   SQUARE: x*x   RECIPROCAL: 1/x
+#define MT_UNARY_OPS(X) \
+  X(NEG) X(EXP) X(LOG) X(RELU) X(SIGMOID) X(TANH) X(ADD_SCALAR) X(MUL_SCALAR) \
+  X(POW_SCALAR) X(SQRT) X(ABS) X(SIGN) X(SQUARE) X(RECIPROCAL)
+enum class Unary : int32_t {
+#define MT_X(name) name,
+  MT_UNARY_OPS(MT_X)
+#undef MT_X
+};
+
+// Elementwise ops of two broadcast inputs a, b.
+//   ADD SUB MUL DIV MAXIMUM MINIMUM
+//   RELU_BWD:    a = dout, b = x (forward input)  -> dout * (x > 0)
+//   SIGMOID_BWD: a = dout, b = y (forward output) -> dout * y * (1 - y)
+//   TANH_BWD:    a = dout, b = y (forward output) -> dout * (1 - y*y)
+#define MT_BINARY_OPS(X) \
+  X(ADD) X(SUB) X(MUL) X(DIV) X(MAXIMUM) X(MINIMUM) X(RELU_BWD) X(SIGMOID_BWD) X(TANH_BWD)
+enum class Binary : int32_t {
+#define MT_X(name) name,
+  MT_BINARY_OPS(MT_X)
+#undef MT_X
+};
+
+// How out[i] maps onto a and b under numpy broadcasting. Strides are in
+// elements; a stride of 0 marks a broadcast dim. Dims of size 1 are folded
+// away and adjacent compatible dims merged, so ndim is small in practice.
+// When `same` is true all three buffers have numel elements in the same
+// order and kernels may take the flat fast path.
+struct BroadcastPlan {
+  int ndim = 0;
+  int64_t numel = 0;
+  bool same = false;
+  int64_t shape[kMaxDims] = {};
+  int64_t a_stride[kMaxDims] = {};
+  int64_t b_stride[kMaxDims] = {};
+};
+
+// C[batch] = alpha * op(A[batch]) @ op(B[batch]) + beta * C[batch], row-major.
+// op(A) is [m,k] (A stored [m,k], or [k,m] when trans_a), op(B) is [k,n]
+// (B stored [k,n], or [n,k] when trans_b). stride_* are elements between
+// batches (0 broadcasts that operand). beta == 0 ignores C's old contents
+// (C may hold NaN).
+struct MatmulArgs {
+  void *c = nullptr;
+  const void *a = nullptr;
+  const void *b = nullptr;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double alpha = 1.0, beta = 0.0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  DType dtype = DType::F32;
+  bool allow_tf32 = false;
+};
+
+// One SGD update over many parameters, torch.optim.SGD semantics:
+//   g = grad + weight_decay * p
+//   if momentum != 0: v = first ? g : momentum * v + g;  g = nesterov ? g + momentum * v : v
+//   p -= lr * g
+// params[i], grads[i], velocity[i] (velocity may be null when momentum == 0)
+// hold numel[i] elements of dtype. Pointer arrays are host arrays.
+struct SgdArgs {
+  int64_t count = 0;
+  void *const *params = nullptr;
+  const void *const *grads = nullptr;
+  void *const *velocity = nullptr;
+  const int64_t *numel = nullptr;
+  DType dtype = DType::F32;
+  double lr = 0, momentum = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first_step = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual const char *name() const = 0;  // e.g. "NVIDIA H100 80GB HBM3"
+
+  // Memory. alloc(0) returns a valid, unique pointer. free(nullptr) is a no-op.
+  // live_bytes counts what alloc handed out and free has not taken back.
+  virtual void *alloc(int64_t nbytes) = 0;
+  virtual void free(void *p) = 0;
+  virtual int64_t live_bytes() const = 0;
+  // Copies between this device and the host, and within this device.
+  // to_host / from_host are complete on return (they synchronize).
+  virtual void copy_to_host(void *host_dst, const void *src, int64_t nbytes) = 0;
+  virtual void copy_from_host(void *dst, const void *host_src, int64_t nbytes) = 0;
+  virtual void copy(void *dst, const void *src, int64_t nbytes) = 0;  // stream-ordered
+  virtual void synchronize() = 0;
+
+  // out[i] = value for n elements of dtype (any dtype; value converted as a C cast).
+  virtual void fill(void *out, int64_t n, DType dtype, double value) = 0;
+  // out[i] = f(x[i]) for n elements (F32/F64; F16/BF16 where the backend has them).
+  virtual void unary(Unary op, void *out, const void *x, int64_t n, DType dtype, double s) = 0;
+  // out[i] = f(a[..], b[..]) under plan (F32/F64).
+  virtual void binary(Binary op, void *out, const void *a, const void *b, const BroadcastPlan &plan,
+                      DType dtype) = 0;
+  // x viewed as [outer, reduce, inner]: out[o, i] = scale * sum_r x[o, r, i].
+  // beta 0 overwrites out; beta 1 accumulates (out += ...).
+  virtual void sum_reduce(void *out, const void *x, int64_t outer, int64_t reduce, int64_t inner,
+                          DType dtype, double scale, double beta) = 0;
+  // out = sum over all n elements of (a[i] - b[i])^2, times scale; out is one element.
+  virtual void squared_diff_sum(void *out, const void *a, const void *b, int64_t n, DType dtype,
+                                double scale) = 0;
+  virtual void matmul(const MatmulArgs &args) = 0;
+  // out = x with dims permuted: out.shape[i] = shape[perm[i]], ndim <= kMaxDims.
+  virtual void permute(void *out, const void *x, const int64_t *shape, const int64_t *perm, int ndim,
+                       DType dtype) = 0;
+  // Converts n elements between any two dtypes (floats to ints truncate toward zero).
+  virtual void cast(void *out, DType out_dtype, const void *x, DType x_dtype, int64_t n) = 0;
+  virtual void sgd_step(const SgdArgs &args) = 0;
+};
+
+// The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or
+// when no GPU is usable.
+Backend &backend_for(Device d);
+// Number of usable CUDA devices, 0 in a CPU-only build; never throws.
+int64_t cuda_device_count();
+
+// Provided by backend/cpu and backend/cuda respectively.
+Backend &cpu_backend();
+#ifdef MT_HAVE_CUDA
+Backend &cuda_backend();  // throws Error(DEVICE) when no GPU is usable
+int64_t cuda_backend_device_count();
+#endif
+
+}  // namespace mt

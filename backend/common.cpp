@@ -1,0 +1,91 @@
+// common.cpp - what both backends share: dtype tables, errors, backend lookup.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend.h"
+
+namespace mt {
+
+std::string strprintf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[512];
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::string s;
+  if (n < 0) {
+    s = fmt;
+  } else if (n < (int)sizeof buf) {
+    s.assign(buf, (size_t)n);
+  } else {
+    s.resize((size_t)n + 1);
+    vsnprintf(&s[0], s.size(), fmt, ap2);
+    s.resize((size_t)n);
+  }
+  va_end(ap2);
+  return s;
+}
+
+void fail(Code code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[1024];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  throw Error(code, buf);
+}
+
+int64_t dtype_size(DType d) {
+  switch (d) {
+    case DType::F32: return 4;
+    case DType::F64: return 8;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::U8: return 1;
+  }
+  return 0;
+}
+
+const char *dtype_name(DType d) {
+  switch (d) {
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    case DType::I32: return "int32";
+    case DType::I64: return "int64";
+    case DType::U8: return "uint8";
+  }
+  return nullptr;
+}
+
+bool dtype_is_float(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16;
+}
+
+const char *device_name_short(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
+
+int64_t cuda_device_count() {
+#ifdef MT_HAVE_CUDA
+  return cuda_backend_device_count();
+#else
+  return 0;
+#endif
+}
+
+Backend &backend_for(Device d) {
+  if (d == Device::CPU) return cpu_backend();
+  MT_CHECK(d == Device::CUDA, INVALID_ARGUMENT, "invalid device %d", (int)d);
+#ifdef MT_HAVE_CUDA
+  return cuda_backend();
+#else
+  fail(Code::DEVICE, "CUDA device requested but this libminitorch was built without CUDA (CPU-only build)");
+#endif
+}
+
+}  // namespace mt
