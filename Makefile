@@ -76,7 +76,15 @@ C_DEMOS  := $(patsubst frontends/c/%.c,$(BUILD)/%,$(wildcard frontends/c/*.c))
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 UNIT_BIN := $(BUILD)/unit_tests
 
-.PHONY: all lib print-config run test test-unit test-c test-python test-holyc test-gpu \
+# Frontends with build steps of their own add rules in a fragment:
+#   frontends/<name>/<name>.mk may append to FRONTEND_TARGETS (built by `make`),
+#   EXTRA_TESTS (run by `make test`) and EXTRA_GPU_TESTS (run by `make test-gpu`).
+FRONTEND_TARGETS :=
+EXTRA_TESTS :=
+EXTRA_GPU_TESTS :=
+include $(wildcard frontends/*/*.mk)
+
+.PHONY: all lib print-config run test test-unit test-c test-python test-gpu \
         compile-cuda bench install clean deps frontends
 
 all: print-config lib frontends
@@ -112,11 +120,12 @@ compile-cuda:
 	@if [ -z "$(NVCC)" ]; then echo "compile-cuda: nvcc not found, skipped"; else \
 	  $(MAKE) --no-print-directory CUDA=1 $(CU_SRCS:%.cu=$(BUILD)/obj/%.o); fi
 
-frontends: $(C_DEMOS)
+frontends: $(C_DEMOS) $(FRONTEND_TARGETS)
 
 $(BUILD)/%: frontends/c/%.c abi/minitorch.h $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_C) -Iabi $< -o $@ -L$(BUILD) -Wl,-rpath,'$$ORIGIN' -lminitorch -lm
+
 
 # ---- tests ------------------------------------------------------------------
 DOCTEST_H := $(firstword $(wildcard /usr/include/doctest/doctest.h /usr/local/include/doctest/doctest.h))
@@ -150,13 +159,14 @@ test: deps
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-c
 	@$(MAKE) --no-print-directory test-python
-	@if [ -f tests/holyc/run.py ]; then $(MAKE) --no-print-directory test-holyc; fi
+	@for t in $(EXTRA_TESTS); do $(MAKE) --no-print-directory $$t || exit 1; done
 	@echo "make test: all suites passed"
 
 test-gpu:
 	@$(MAKE) --no-print-directory all CUDA=1
 	MT_DEVICE=cuda $(MAKE) --no-print-directory test-unit test-c test-python
 	MT_DEVICE=cuda MINITORCH_LIB=$(abspath $(LIB)) $(PYTHON) -m unittest discover -s tests/gpu -t . -v
+	@for t in $(EXTRA_GPU_TESTS); do MT_DEVICE=cuda $(MAKE) --no-print-directory $$t || exit 1; done
 	@echo "make test-gpu: all suites passed"
 
 bench:

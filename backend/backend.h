@@ -44,8 +44,10 @@ enum class Unary : int32_t {
 //   RELU_BWD:    a = dout, b = x (forward input)  -> dout * (x > 0)
 //   SIGMOID_BWD: a = dout, b = y (forward output) -> dout * y * (1 - y)
 //   TANH_BWD:    a = dout, b = y (forward output) -> dout * (1 - y*y)
+//   COPY_B:      b broadcast into out's shape; a is not read (may be null)
 #define MT_BINARY_OPS(X) \
-  X(ADD) X(SUB) X(MUL) X(DIV) X(MAXIMUM) X(MINIMUM) X(RELU_BWD) X(SIGMOID_BWD) X(TANH_BWD)
+  X(ADD) X(SUB) X(MUL) X(DIV) X(MAXIMUM) X(MINIMUM) X(RELU_BWD) X(SIGMOID_BWD) X(TANH_BWD) \
+  X(COPY_B)
 enum class Binary : int32_t {
 #define MT_X(name) name,
   MT_BINARY_OPS(MT_X)

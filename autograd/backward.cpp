@@ -1,0 +1,124 @@
+// backward.cpp - one backward rule per op (docs/derivatives.md is the same table
+// in prose). g is the gradient of the node's output; grads[i] receives the
+// gradient of input i, written in terms of forward ops, only where the input
+// requires grad. Broadcast inputs get their gradient summed back to their shape.
+#include "ops.h"
+
+namespace mt {
+
+void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
+  using namespace ops;
+  const std::vector<Ref> &in = node.in;
+  auto need = [&](size_t i) { return i < in.size() && in[i] && in[i]->requires_grad; };
+  const Ref &y = node.out;
+
+  switch (node.op) {
+    case Op::ADD:
+      if (need(0)) grads[0] = sum_to_shape(g, in[0]->shape);
+      if (need(1)) grads[1] = sum_to_shape(g, in[1]->shape);
+      break;
+    case Op::SUB:
+      if (need(0)) grads[0] = sum_to_shape(g, in[0]->shape);
+      if (need(1)) grads[1] = sum_to_shape(unary(Unary::NEG, g), in[1]->shape);
+      break;
+    case Op::MUL:
+      if (need(0)) grads[0] = sum_to_shape(binary(Binary::MUL, g, in[1]), in[0]->shape);
+      if (need(1)) grads[1] = sum_to_shape(binary(Binary::MUL, g, in[0]), in[1]->shape);
+      break;
+    case Op::DIV:  // y = a / b: da = g / b, db = -g * y / b
+      if (need(0)) grads[0] = sum_to_shape(binary(Binary::DIV, g, in[1]), in[0]->shape);
+      if (need(1))
+        grads[1] = sum_to_shape(unary(Unary::NEG, binary(Binary::DIV, binary(Binary::MUL, g, y), in[1])), in[1]->shape);
+      break;
+    case Op::MATMUL: {
+      const Ref &a = in[0], &b = in[1];
+      if (b->ndim() == 2) {  // rows of a flattened: dA = g B^T, dB = A^T g
+        if (need(0)) grads[0] = matmul2d(g, false, b, true);
+        if (need(1)) grads[1] = matmul2d(a, true, g, false);
+      } else {  // batched; a 2-D a broadcasts over the batch and its gradient sums over it
+        if (need(0)) grads[0] = sum_to_shape(matmul(g, transpose(b, -1, -2)), a->shape);
+        if (need(1)) grads[1] = matmul(transpose(a, -1, -2), g);
+      }
+      break;
+    }
+    case Op::LINEAR:  // y = x W^T + b
+      if (need(0)) grads[0] = matmul2d(g, false, in[1], false);
+      if (need(1)) grads[1] = matmul2d(g, true, in[0], false);
+      if (need(2)) grads[2] = sum_to_shape(g, in[2]->shape);
+      break;
+    case Op::ADD_SCALAR:
+      if (need(0)) grads[0] = g;
+      break;
+    case Op::MUL_SCALAR:
+      if (need(0)) grads[0] = unary(Unary::MUL_SCALAR, g, node.scalar);
+      break;
+    case Op::POW_SCALAR:  // p x^(p-1)
+      if (need(0))
+        grads[0] = binary(Binary::MUL, g, unary(Unary::MUL_SCALAR, unary(Unary::POW_SCALAR, in[0], node.scalar - 1), node.scalar));
+      break;
+    case Op::NEG:
+      if (need(0)) grads[0] = unary(Unary::NEG, g);
+      break;
+    case Op::RELU:  // subgradient 0 at x == 0, as PyTorch
+      if (need(0)) grads[0] = binary(Binary::RELU_BWD, g, in[0]);
+      break;
+    case Op::SIGMOID:
+      if (need(0)) grads[0] = binary(Binary::SIGMOID_BWD, g, y);
+      break;
+    case Op::TANH:
+      if (need(0)) grads[0] = binary(Binary::TANH_BWD, g, y);
+      break;
+    case Op::EXP:
+      if (need(0)) grads[0] = binary(Binary::MUL, g, y);
+      break;
+    case Op::LOG:
+      if (need(0)) grads[0] = binary(Binary::DIV, g, in[0]);
+      break;
+    case Op::SUM:
+      if (need(0)) grads[0] = expand(g, in[0]->shape);
+      break;
+    case Op::MEAN:
+      if (need(0)) grads[0] = unary(Unary::MUL_SCALAR, expand(g, in[0]->shape), 1.0 / (double)in[0]->numel());
+      break;
+    case Op::SUM_DIM:
+    case Op::MEAN_DIM: {
+      if (!need(0)) break;
+      const Ref &x = in[0];
+      Shape kept = x->shape;
+      if (x->ndim() > 0) kept[(size_t)node.ints[0]] = 1;
+      Ref e = expand(reshape(g, kept), x->shape);
+      if (node.op == Op::MEAN_DIM && x->ndim() > 0) e = unary(Unary::MUL_SCALAR, e, 1.0 / (double)x->shape[(size_t)node.ints[0]]);
+      grads[0] = e;
+      break;
+    }
+    case Op::MSE_LOSS: {  // mean((p - t)^2): dp = 2 (p - t) g / n, dt = -dp
+      Ref d = unary(Unary::MUL_SCALAR, binary(Binary::MUL, binary(Binary::SUB, in[0], in[1]), g), 2.0 / (double)in[0]->numel());
+      if (need(0)) grads[0] = d;
+      if (need(1)) grads[1] = unary(Unary::NEG, d);
+      break;
+    }
+    case Op::RESHAPE:
+      if (need(0)) grads[0] = reshape(g, in[0]->shape);
+      break;
+    case Op::PERMUTE: {
+      if (!need(0)) break;
+      std::vector<int64_t> inv(node.ints.size());
+      for (size_t i = 0; i < inv.size(); i++) inv[(size_t)node.ints[i]] = (int64_t)i;
+      grads[0] = permute(g, inv);
+      break;
+    }
+    case Op::TO_DEVICE:
+      if (need(0)) grads[0] = to_device(g, (Device)node.ints[0]);
+      break;
+    case Op::CAST:
+      if (need(0)) grads[0] = cast(g, (DType)node.ints[0]);
+      break;
+    case Op::CLONE:
+      if (need(0)) grads[0] = g;
+      break;
+    case Op::COUNT:
+      fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,101 @@
+// ops.h - the op list, the tape, and the differentiable ops.
+//
+// One list (MT_OPS) generates the op enum, the name table and the count that the
+// backward switch is checked against, so adding an op touches this list, its
+// forward in ops.cpp, its rule in backward.cpp, docs/derivatives.md and a test.
+//
+// defines: Op, op_name, Node, grad mode, tape functions, ops::*
+#pragma once
+
+#include <vector>
+
+#include "tensor.h"
+
+namespace mt {
+
+#define MT_OPS(X)                                                                                  \
+  X(ADD) X(SUB) X(MUL) X(DIV) X(MATMUL) X(LINEAR) X(ADD_SCALAR) X(MUL_SCALAR) X(POW_SCALAR)       \
+  X(NEG) X(RELU) X(SIGMOID) X(TANH) X(EXP) X(LOG) X(SUM) X(MEAN) X(SUM_DIM) X(MEAN_DIM)            \
+  X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE)
+
+enum class Op : int32_t {
+#define MT_X(name) name,
+  MT_OPS(MT_X)
+#undef MT_X
+      COUNT
+};
+const char *op_name(Op op);
+
+// One recorded op: its output, its inputs (null for an absent optional input) and
+// what the backward rule needs besides them.
+struct Node {
+  Op op;
+  Ref out;
+  std::vector<Ref> in;
+  double scalar = 0;          // the scalar operand of *_SCALAR ops
+  std::vector<int64_t> ints;  // dims, permutation, the source device or dtype
+};
+
+// Grad mode and the tape are per thread.
+bool grad_enabled();
+bool set_grad_enabled(bool on);  // returns the previous mode
+struct NoGradGuard {
+  bool prev;
+  NoGradGuard() : prev(set_grad_enabled(false)) {}
+  ~NoGradGuard() { set_grad_enabled(prev); }
+};
+int64_t tape_size();
+void tape_clear();
+// Runs backward from a one-element loss (see mt_backward).
+void backward(const Ref &loss);
+
+// Computes the gradients of node's inputs from g, the gradient of its output.
+// grads[i] is left null for inputs that need none. Defined in backward.cpp.
+void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads);
+
+namespace ops {
+
+// Factories (never recorded).
+Ref empty(const Shape &shape, DType dtype, Device device);
+Ref full(const Shape &shape, double value, DType dtype, Device device);
+Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device device);
+Ref from_host(const void *data, const Shape &shape, DType dtype, Device device);
+
+Ref add(const Ref &a, const Ref &b);
+Ref sub(const Ref &a, const Ref &b);
+Ref mul(const Ref &a, const Ref &b);
+Ref div(const Ref &a, const Ref &b);
+Ref matmul(const Ref &a, const Ref &b);
+Ref linear(const Ref &x, const Ref &w, const Ref &bias /* may be null */);
+Ref add_scalar(const Ref &x, double s);
+Ref mul_scalar(const Ref &x, double s);
+Ref pow_scalar(const Ref &x, double p);
+Ref neg(const Ref &x);
+Ref relu(const Ref &x);
+Ref sigmoid(const Ref &x);
+Ref tanh(const Ref &x);
+Ref exp(const Ref &x);
+Ref log(const Ref &x);
+Ref sum(const Ref &x);
+Ref mean(const Ref &x);
+Ref sum_dim(const Ref &x, int64_t dim, bool keepdim);
+Ref mean_dim(const Ref &x, int64_t dim, bool keepdim);
+Ref mse_loss(const Ref &pred, const Ref &target);
+Ref reshape(const Ref &x, const Shape &shape);  // a view; one -1 allowed
+Ref transpose(const Ref &x, int64_t dim0, int64_t dim1);
+Ref permute(const Ref &x, const std::vector<int64_t> &perm);
+Ref to_device(const Ref &x, Device device);
+Ref cast(const Ref &x, DType dtype);
+Ref clone(const Ref &x);
+Ref detach(const Ref &x);
+
+// Helpers for backward rules (not recorded themselves).
+Ref unary(Unary op, const Ref &x, double s = 0);
+Ref binary(Binary op, const Ref &a, const Ref &b);
+Ref sum_to_shape(const Ref &g, const Shape &shape);  // sums broadcast dims away
+Ref expand(const Ref &g, const Shape &shape);        // broadcasts g to shape
+// C = op(A) @ op(B) over 2-D matrices (or flattened leading dims), no recording.
+Ref matmul2d(const Ref &a, bool trans_a, const Ref &b, bool trans_b);
+
+}  // namespace ops
+}  // namespace mt

@@ -1,0 +1,111 @@
+// optim.cpp - SGD as torch.optim.SGD; one backend call (one fused kernel on CUDA)
+// per group of parameters sharing device, dtype and first-step state.
+#include "optim.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <unordered_set>
+
+#include "ops.h"
+
+namespace mt {
+namespace {
+std::mutex g_opt_mu;
+std::unordered_set<const Optimizer *> &live_optimizers() {
+  static auto *s = new std::unordered_set<const Optimizer *>();
+  return *s;
+}
+}  // namespace
+
+Optimizer *optimizer_sgd(const std::vector<Ref> &params, double lr, double momentum, double weight_decay,
+                         bool nesterov) {
+  MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
+  MT_CHECK(momentum >= 0, INVALID_ARGUMENT, "momentum must be >= 0, got %g", momentum);
+  MT_CHECK(weight_decay >= 0, INVALID_ARGUMENT, "weight_decay must be >= 0, got %g", weight_decay);
+  MT_CHECK(!nesterov || momentum > 0, INVALID_ARGUMENT, "nesterov needs momentum > 0, got momentum %g", momentum);
+  for (size_t i = 0; i < params.size(); i++) {
+    MT_CHECK(params[i]->dtype == DType::F32 || params[i]->dtype == DType::F64, DTYPE,
+             "params[%zu] must be float32 or float64, got %s", i, dtype_name(params[i]->dtype));
+    MT_CHECK(params[i]->requires_grad && params[i]->is_leaf, INVALID_ARGUMENT,
+             "params[%zu] must be a leaf tensor that requires grad", i);
+  }
+  auto *opt = new Optimizer();
+  opt->params = params;
+  opt->velocity.resize(params.size());
+  opt->lr = lr;
+  opt->momentum = momentum;
+  opt->weight_decay = weight_decay;
+  opt->nesterov = nesterov;
+  std::lock_guard<std::mutex> lock(g_opt_mu);
+  live_optimizers().insert(opt);
+  return opt;
+}
+
+void optimizer_free(Optimizer *opt) {
+  if (!opt) return;
+  {
+    std::lock_guard<std::mutex> lock(g_opt_mu);
+    live_optimizers().erase(opt);
+  }
+  delete opt;
+}
+
+bool is_live_optimizer(const Optimizer *opt) {
+  std::lock_guard<std::mutex> lock(g_opt_mu);
+  return live_optimizers().count(opt) != 0;
+}
+
+void optimizer_step(Optimizer &opt) {
+  // Group by (device, dtype, first step) so each group is one fused update.
+  struct Group {
+    std::vector<void *> p;
+    std::vector<const void *> g;
+    std::vector<void *> v;
+    std::vector<int64_t> n;
+  };
+  std::map<std::tuple<int, int, bool>, Group> groups;
+  for (size_t i = 0; i < opt.params.size(); i++) {
+    Tensor &p = *opt.params[i];
+    if (!p.grad) continue;
+    MT_CHECK(p.grad->shape == p.shape && p.grad->device == p.device, STATE,
+             "params[%zu]: gradient does not match the parameter", i);
+    bool first = false;
+    if (opt.momentum != 0 && !opt.velocity[i]) {
+      opt.velocity[i] = ops::empty(p.shape, p.dtype, p.device);  // written before read at the first step
+      first = true;
+    }
+    Group &grp = groups[std::make_tuple((int)p.device, (int)p.dtype, first)];
+    grp.p.push_back(p.data());
+    grp.g.push_back(p.grad->data());
+    grp.v.push_back(opt.momentum != 0 ? opt.velocity[i]->data() : nullptr);
+    grp.n.push_back(p.numel());
+  }
+  for (auto &kv : groups) {
+    Group &grp = kv.second;
+    SgdArgs a;
+    a.count = (int64_t)grp.p.size();
+    a.params = grp.p.data();
+    a.grads = grp.g.data();
+    a.velocity = opt.momentum != 0 ? grp.v.data() : nullptr;
+    a.numel = grp.n.data();
+    a.dtype = (DType)std::get<1>(kv.first);
+    a.lr = opt.lr;
+    a.momentum = opt.momentum;
+    a.weight_decay = opt.weight_decay;
+    a.nesterov = opt.nesterov;
+    a.first_step = std::get<2>(kv.first);
+    backend_for((Device)std::get<0>(kv.first)).sgd_step(a);
+  }
+  opt.steps++;
+}
+
+void zero_grad(Tensor &t) {
+  if (t.grad) t.grad->backend().fill(t.grad->data(), t.grad->numel(), t.grad->dtype, 0.0);
+}
+
+void optimizer_zero_grad(Optimizer &opt) {
+  for (Ref &p : opt.params) zero_grad(*p);
+}
+
+}  // namespace mt

@@ -1,0 +1,94 @@
+// tensor.cpp - tensor lifetime: the registry of live handles, retain/release, storage.
+#include "tensor.h"
+
+#include <mutex>
+#include <unordered_set>
+
+namespace mt {
+namespace {
+
+// Every live tensor is registered, so that the ABI can tell a valid handle from a
+// released or foreign pointer without touching freed memory.
+struct Registry {
+  std::mutex mu;
+  std::unordered_set<const Tensor *> live;
+};
+Registry &registry() {
+  static Registry *r = new Registry();  // never destroyed: handles may outlive statics
+  return *r;
+}
+
+}  // namespace
+
+Storage::~Storage() {
+  if (owned && data) {
+    try {
+      backend_for(device).free(data);
+    } catch (...) {
+      // A destructor cannot report; the memory is lost only if the device is gone.
+    }
+  }
+}
+
+bool is_live_tensor(const Tensor *t) {
+  if (!t) return false;
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.live.count(t) != 0;
+}
+
+int64_t live_tensor_count() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return (int64_t)r.live.size();
+}
+
+void tensor_retain(Tensor *t) { t->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void tensor_release(Tensor *t) {
+  if (!t) return;
+  if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  {
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.live.erase(t);
+  }
+  Tensor *g = t->grad;
+  delete t;
+  tensor_release(g);
+}
+
+static Ref register_tensor(Tensor *t) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.live.insert(t);
+  return Ref::adopt(t);
+}
+
+Ref make_tensor(const Shape &shape, DType dtype, Device device) {
+  for (int64_t d : shape) MT_CHECK(d >= 0, INVALID_ARGUMENT, "negative size in shape %s", shape_str(shape).c_str());
+  MT_CHECK(shape.size() <= (size_t)kMaxDims, SHAPE, "at most %d dims are supported, got %zu", kMaxDims, shape.size());
+  int64_t nbytes = shape_numel(shape) * dtype_size(dtype);
+  Backend &be = backend_for(device);
+  void *p = be.alloc(nbytes);
+  std::shared_ptr<Storage> st;
+  try {
+    st = std::make_shared<Storage>(p, nbytes, device, true);
+  } catch (...) {
+    be.free(p);
+    throw;
+  }
+  return tensor_from_storage(std::move(st), 0, shape, dtype);
+}
+
+Ref tensor_from_storage(std::shared_ptr<Storage> storage, int64_t offset, const Shape &shape, DType dtype) {
+  Tensor *t = new Tensor();
+  t->device = storage->device;
+  t->storage = std::move(storage);
+  t->offset = offset;
+  t->shape = shape;
+  t->dtype = dtype;
+  return register_tensor(t);
+}
+
+}  // namespace mt

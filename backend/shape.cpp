@@ -1,0 +1,96 @@
+// shape.cpp - broadcasting and plan folding (see shape.h).
+#include "shape.h"
+
+namespace mt {
+
+int64_t shape_numel(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); i++) {
+    if (i) r += ",";
+    r += std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+Shape broadcast_shapes(const Shape &a, const Shape &b) {
+  size_t n = a.size() > b.size() ? a.size() : b.size();
+  Shape out(n);
+  for (size_t i = 0; i < n; i++) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    MT_CHECK(da == db || da == 1 || db == 1, SHAPE, "shapes do not broadcast: a is %s, b is %s",
+             shape_str(a).c_str(), shape_str(b).c_str());
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+BroadcastPlan make_broadcast_plan(const Shape &out, const Shape &a, const Shape &b) {
+  BroadcastPlan p;
+  p.numel = shape_numel(out);
+  p.same = (a == out && b == out);
+  // Right-align a and b to out, compute element strides (0 where broadcast), drop
+  // size-1 dims and merge neighbours that stay contiguous for both inputs.
+  size_t n = out.size();
+  std::vector<int64_t> sh, sa, sb;
+  int64_t stride_a = 1, stride_b = 1;
+  std::vector<int64_t> ra(n), rb(n);
+  for (size_t k = n; k-- > 0;) {
+    int64_t da = k < n - a.size() ? 1 : a[k - (n - a.size())];
+    int64_t db = k < n - b.size() ? 1 : b[k - (n - b.size())];
+    ra[k] = da == 1 ? 0 : stride_a;
+    rb[k] = db == 1 ? 0 : stride_b;
+    stride_a *= da;
+    stride_b *= db;
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (out[k] == 1) continue;
+    if (!sh.empty()) {
+      size_t j = sh.size() - 1;
+      // merge dim k into the previous kept dim when both inputs walk them as one
+      if (sa[j] == ra[k] * out[k] && sb[j] == rb[k] * out[k]) {
+        sh[j] *= out[k];
+        sa[j] = ra[k];
+        sb[j] = rb[k];
+        continue;
+      }
+    }
+    sh.push_back(out[k]);
+    sa.push_back(ra[k]);
+    sb.push_back(rb[k]);
+  }
+  MT_CHECK(sh.size() <= (size_t)kMaxDims, SHAPE, "broadcast needs %zu dims after folding, at most %d are supported",
+           sh.size(), kMaxDims);
+  p.ndim = (int)sh.size();
+  for (int i = 0; i < p.ndim; i++) {
+    p.shape[i] = sh[i];
+    p.a_stride[i] = sa[i];
+    p.b_stride[i] = sb[i];
+  }
+  return p;
+}
+
+Shape contiguous_strides(const Shape &s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t k = s.size(); k-- > 0;) {
+    st[k] = acc;
+    acc *= s[k];
+  }
+  return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  MT_CHECK(dim >= lo && dim <= hi, INVALID_ARGUMENT, "dim %lld out of range for a %lld-d tensor (expected %lld..%lld)",
+           (long long)dim, (long long)ndim, (long long)lo, (long long)hi);
+  return dim < 0 ? dim + (ndim == 0 ? 1 : ndim) : dim;
+}
+
+}  // namespace mt

@@ -1,0 +1,26 @@
+// shape.h - shape arithmetic both backends and autograd share: numpy
+// broadcasting, folding broadcast plans, printing shapes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+
+namespace mt {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape &s);
+std::string shape_str(const Shape &s);  // "[3,4]"; "[]" for a scalar
+// The numpy broadcast of a and b; throws Error(SHAPE) naming both when they do not broadcast.
+Shape broadcast_shapes(const Shape &a, const Shape &b);
+// A plan for out = f(a, b) where out has shape `out` and a, b broadcast to it.
+BroadcastPlan make_broadcast_plan(const Shape &out, const Shape &a, const Shape &b);
+// Row-major strides in elements.
+Shape contiguous_strides(const Shape &s);
+// Wraps a possibly negative dim into [0, ndim); throws Error(INVALID_ARGUMENT) when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim);
+
+}  // namespace mt
