@@ -506,7 +506,57 @@ MT_API mt_status mt_tensor_cast(mt_tensor **out, mt_tensor *x, mt_dtype dtype) {
   return op_entry("mt_tensor_cast", out, [&] { return ops::cast(tensor_arg(x, "x"), dtype_arg(dtype)); });
 }
 
+MT_API mt_status mt_softmax(mt_tensor **out, mt_tensor *x, int64_t dim) {
+  return op_entry("mt_softmax", out, [&] { return ops::softmax(tensor_arg(x, "x"), dim); });
+}
+
+MT_API mt_status mt_log_softmax(mt_tensor **out, mt_tensor *x, int64_t dim) {
+  return op_entry("mt_log_softmax", out, [&] { return ops::log_softmax(tensor_arg(x, "x"), dim); });
+}
+
+MT_API mt_status mt_cross_entropy(mt_tensor **out, mt_tensor *logits, mt_tensor *targets) {
+  return op_entry("mt_cross_entropy", out, [&] {
+    return ops::cross_entropy(tensor_arg(logits, "logits"), tensor_arg(targets, "targets"));
+  });
+}
+
+MT_API mt_status mt_nll_loss(mt_tensor **out, mt_tensor *log_probs, mt_tensor *targets) {
+  return op_entry("mt_nll_loss", out, [&] {
+    return ops::nll_loss(tensor_arg(log_probs, "log_probs"), tensor_arg(targets, "targets"));
+  });
+}
+
+MT_API mt_status mt_max_dim(mt_tensor **out_values, mt_tensor **out_indices, mt_tensor *x, int64_t dim,
+                            int64_t keepdim) {
+  if (out_values) *out_values = nullptr;
+  if (out_indices) *out_indices = nullptr;
+  return guard("mt_max_dim", [&] {
+    MT_CHECK(out_values || out_indices, INVALID_ARGUMENT, "out_values and out_indices are both NULL");
+    auto r = ops::max_dim(tensor_arg(x, "x"), dim, keepdim != 0);
+    if (out_values) *out_values = r.first.release();
+    if (out_indices) *out_indices = r.second.release();
+  });
+}
+
+MT_API mt_status mt_argmax(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t keepdim) {
+  return op_entry("mt_argmax", out, [&] {
+    NoGradGuard ng;
+    return ops::max_dim(tensor_arg(x, "x"), dim, keepdim != 0).second;
+  });
+}
+
 // ---------------------------------------------------------------- optimizers
+static std::vector<Ref> params_arg(mt_tensor *const *params, int64_t n) {
+  MT_CHECK(n >= 0, INVALID_ARGUMENT, "n must be >= 0, got %lld", (long long)n);
+  MT_CHECK(params || n == 0, INVALID_ARGUMENT, "params is NULL but n is %lld", (long long)n);
+  std::vector<Ref> ps;
+  for (int64_t i = 0; i < n; i++) {
+    std::string name = "params[" + std::to_string(i) + "]";
+    ps.push_back(tensor_arg(params[i], name.c_str()));
+  }
+  return ps;
+}
+
 static Optimizer *optimizer_arg(const mt_optimizer *opt) {
   MT_CHECK(opt, INVALID_ARGUMENT, "opt is NULL");
   MT_CHECK(is_live_optimizer(opt), INVALID_ARGUMENT, "opt (%p) is not a live optimizer (freed already?)", (const void *)opt);
@@ -518,14 +568,33 @@ MT_API mt_status mt_optim_sgd(mt_optimizer **out, mt_tensor *const *params, int6
   if (out) *out = nullptr;
   return guard("mt_optim_sgd", [&] {
     check_out(out);
-    MT_CHECK(n >= 0, INVALID_ARGUMENT, "n must be >= 0, got %lld", (long long)n);
-    MT_CHECK(params || n == 0, INVALID_ARGUMENT, "params is NULL but n is %lld", (long long)n);
-    std::vector<Ref> ps;
-    for (int64_t i = 0; i < n; i++) {
-      std::string name = "params[" + std::to_string(i) + "]";
-      ps.push_back(tensor_arg(params[i], name.c_str()));
-    }
-    *out = optimizer_sgd(ps, lr, momentum, weight_decay, nesterov != 0);
+    *out = optimizer_sgd(params_arg(params, n), lr, momentum, weight_decay, nesterov != 0);
+  });
+}
+
+MT_API mt_status mt_optim_adam(mt_optimizer **out, mt_tensor *const *params, int64_t n, double lr, double beta1,
+                               double beta2, double eps, double weight_decay) {
+  if (out) *out = nullptr;
+  return guard("mt_optim_adam", [&] {
+    check_out(out);
+    *out = optimizer_adam(params_arg(params, n), lr, beta1, beta2, eps, weight_decay, false);
+  });
+}
+
+MT_API mt_status mt_optim_adamw(mt_optimizer **out, mt_tensor *const *params, int64_t n, double lr, double beta1,
+                                double beta2, double eps, double weight_decay) {
+  if (out) *out = nullptr;
+  return guard("mt_optim_adamw", [&] {
+    check_out(out);
+    *out = optimizer_adam(params_arg(params, n), lr, beta1, beta2, eps, weight_decay, true);
+  });
+}
+
+MT_API mt_status mt_clip_grad_norm(mt_tensor **out_norm, mt_tensor *const *params, int64_t n, double max_norm) {
+  if (out_norm) *out_norm = nullptr;
+  return guard("mt_clip_grad_norm", [&] {
+    Ref norm = clip_grad_norm(params_arg(params, n), max_norm);
+    if (out_norm && norm) *out_norm = norm.release();
   });
 }
 

@@ -222,6 +222,22 @@ MT_API mt_status mt_tensor_cast(mt_tensor **out, mt_tensor *x, mt_dtype dtype);
 /* A dense copy with its own storage (differentiable). */
 MT_API mt_status mt_tensor_clone(mt_tensor **out, mt_tensor *x);
 
+/* Softmax and log-softmax along dim (numerically stable: the row max is subtracted). */
+MT_API mt_status mt_softmax(mt_tensor **out, mt_tensor *x, int64_t dim);
+MT_API mt_status mt_log_softmax(mt_tensor **out, mt_tensor *x, int64_t dim);
+/* Mean over N of -log softmax(logits)[n, targets[n]]; logits [N,C] floating, targets [N] MT_I64
+ * on the same device. A target outside [0, C) is MT_ERR_INVALID_ARGUMENT naming the first
+ * bad index (this check reads one number back from the device). */
+MT_API mt_status mt_cross_entropy(mt_tensor **out, mt_tensor *logits, mt_tensor *targets);
+/* Mean over N of -log_probs[n, targets[n]]; the same rules as mt_cross_entropy. */
+MT_API mt_status mt_nll_loss(mt_tensor **out, mt_tensor *log_probs, mt_tensor *targets);
+/* Max along dim: *out_values (differentiable; the gradient goes to the first maximum) and
+ * *out_indices (MT_I64, the first maximum); either out may be NULL when not wanted. */
+MT_API mt_status mt_max_dim(mt_tensor **out_values, mt_tensor **out_indices, mt_tensor *x, int64_t dim,
+                            int64_t keepdim);
+/* Index of the first maximum along dim (MT_I64, not differentiable). */
+MT_API mt_status mt_argmax(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t keepdim);
+
 /* ------------------------------------------------------------ optimizers */
 
 /* An optimizer holds its own references to the parameters and its state tensors. */
@@ -232,6 +248,13 @@ typedef struct mt_optimizer mt_optimizer;
  * One fused kernel over all parameters on CUDA. params is borrowed (n entries). */
 MT_API mt_status mt_optim_sgd(mt_optimizer **out, mt_tensor *const *params, int64_t n,
                               double lr, double momentum, double weight_decay, int64_t nesterov);
+/* Adam and AdamW as torch.optim.Adam / AdamW (AdamW decays the weights directly:
+ * p *= 1 - lr * weight_decay; Adam adds weight_decay * p to the gradient). One fused
+ * kernel over all parameters on CUDA. params is borrowed (n entries). */
+MT_API mt_status mt_optim_adam(mt_optimizer **out, mt_tensor *const *params, int64_t n, double lr, double beta1,
+                               double beta2, double eps, double weight_decay);
+MT_API mt_status mt_optim_adamw(mt_optimizer **out, mt_tensor *const *params, int64_t n, double lr, double beta1,
+                                double beta2, double eps, double weight_decay);
 /* Applies one update to every parameter that has a gradient; not recorded on the tape. */
 MT_API mt_status mt_optim_step(mt_optimizer *opt);
 /* Zeroes the gradients of every parameter. */
@@ -239,6 +262,10 @@ MT_API mt_status mt_optim_zero_grad(mt_optimizer *opt);
 MT_API mt_status mt_optim_set_lr(mt_optimizer *opt, double lr);
 MT_API mt_status mt_optim_get_lr(const mt_optimizer *opt, double *out);
 MT_API mt_status mt_optim_free(mt_optimizer *opt);                       /* NULL: no-op */
+/* Scales the gradients of params (n entries, borrowed) so that their global L2 norm is at
+ * most max_norm (as torch.nn.utils.clip_grad_norm_, eps 1e-6); *out_norm (may be NULL)
+ * receives the norm before clipping as a 0-d tensor on the device. Does not synchronize. */
+MT_API mt_status mt_clip_grad_norm(mt_tensor **out_norm, mt_tensor *const *params, int64_t n, double max_norm);
 
 #ifdef __cplusplus
 }  /* extern "C" */

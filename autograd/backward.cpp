@@ -116,6 +116,49 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
     case Op::CLONE:
       if (need(0)) grads[0] = g;
       break;
+    case Op::SOFTMAX:
+    case Op::LOG_SOFTMAX: {  // along the recorded dim, from the output y
+      if (!need(0)) break;
+      bool log = node.op == Op::LOG_SOFTMAX;
+      int64_t d = node.ints[0];
+      Ref yl = y, gl = g;
+      bool moved = y->ndim() > 0 && d != y->ndim() - 1;
+      if (moved) { yl = transpose(y, d, -1); gl = transpose(g, d, -1); }
+      int64_t cols = yl->ndim() ? yl->shape.back() : 1, rows = cols ? yl->numel() / cols : 0;
+      Ref dx = empty(yl->shape, yl->dtype, yl->device);
+      if (yl->numel()) yl->backend().softmax_backward(dx->data(), yl->data(), gl->data(), rows, cols, yl->dtype, log);
+      grads[0] = moved ? transpose(dx, d, -1) : dx;
+      break;
+    }
+    case Op::CROSS_ENTROPY: {  // (softmax(x) - onehot(t)) * g / N, one fused kernel
+      if (!need(0)) break;
+      const Ref &x = in[0], &t = in[1], &lse = node.saved[0];
+      Ref dx = empty(x->shape, x->dtype, x->device);
+      x->backend().cross_entropy_backward(dx->data(), x->data(), lse->data(), (const int64_t *)t->data(), g->data(),
+                                          x->shape[0], x->shape[1], x->dtype, 1.0 / (double)x->shape[0]);
+      grads[0] = dx;
+      break;
+    }
+    case Op::NLL_LOSS: {  // -g / N at [r, t_r]
+      if (!need(0)) break;
+      const Ref &x = in[0], &t = in[1];
+      Ref dx = empty(x->shape, x->dtype, x->device);
+      x->backend().nll_loss_backward(dx->data(), (const int64_t *)t->data(), g->data(), x->shape[0], x->shape[1],
+                                     x->dtype, 1.0 / (double)x->shape[0]);
+      grads[0] = dx;
+      break;
+    }
+    case Op::MAX_DIM: {  // the gradient goes to the first maximum of each slice
+      if (!need(0)) break;
+      const Ref &x = in[0], &idx = node.saved[0];
+      int64_t d = node.ints[0], outer = 1, inner = 1, red = x->ndim() ? x->shape[(size_t)d] : 1;
+      for (int64_t k = 0; k < d; k++) outer *= x->shape[(size_t)k];
+      for (int64_t k = d + 1; k < x->ndim(); k++) inner *= x->shape[(size_t)k];
+      Ref dx = empty(x->shape, x->dtype, x->device);
+      x->backend().max_backward(dx->data(), (const int64_t *)idx->data(), g->data(), outer, red, inner, x->dtype);
+      grads[0] = dx;
+      break;
+    }
     case Op::COUNT:
       fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");
   }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "backend/philox.h"
 
@@ -16,8 +17,9 @@ namespace mt {
 namespace {
 thread_local bool t_grad_enabled = true;
 }
-// The tape lives in tape.cpp; recording goes through this hook.
+// The tape lives in tape.cpp; recording goes through these hooks.
 void tape_push(Node &&node);
+std::vector<Ref> &last_node_saved();
 
 bool grad_enabled() { return t_grad_enabled; }
 bool set_grad_enabled(bool on) {
@@ -411,6 +413,100 @@ Ref cast(const Ref &x, DType dtype) {
   // Only a float-to-float cast carries a gradient.
   if (!dtype_is_float(dtype) || !dtype_is_float(x->dtype)) return out;
   return record(Op::CAST, out, {x}, 0, {(int64_t)x->dtype});
+}
+
+}  // namespace ops
+}  // namespace mt
+
+// ---------------------------------------------------------------- classification
+namespace mt {
+namespace ops {
+namespace {
+
+// Runs f on x with `dim` moved last ([rows, cols] rows-major), moving the result back.
+Ref along_last(const Ref &x, int64_t dim, const std::function<Ref(const Ref &)> &f) {
+  int64_t d = wrap_dim(dim, x->ndim());
+  if (x->ndim() == 0 || d == x->ndim() - 1) return f(x);
+  NoGradGuard ng;
+  Ref moved = transpose(x, d, -1);
+  return transpose(f(moved), d, -1);
+}
+
+Ref softmax_impl(const Ref &x, int64_t dim, bool log) {
+  check_float(x, "x");
+  Ref out = along_last(x, dim, [&](const Ref &xl) {
+    int64_t cols = xl->ndim() ? xl->shape.back() : 1, rows = cols ? xl->numel() / cols : 0;
+    Ref y = empty(xl->shape, xl->dtype, xl->device);
+    if (xl->numel()) xl->backend().softmax(y->data(), xl->data(), rows, cols, xl->dtype, log);
+    return y;
+  });
+  return record(log ? Op::LOG_SOFTMAX : Op::SOFTMAX, out, {x}, 0, {wrap_dim(dim, x->ndim())});
+}
+
+// Checks [N, C] against int64 targets [N] with every target in [0, C).
+void check_targets(const Ref &x, const Ref &targets, const char *xname) {
+  check_float(x, xname);
+  MT_CHECK(x->ndim() == 2, SHAPE, "%s must be [N, C], got %s", xname, shape_str(x->shape).c_str());
+  MT_CHECK(targets->dtype == DType::I64, DTYPE, "targets must be int64, got %s", dtype_name(targets->dtype));
+  MT_CHECK(targets->device == x->device, DEVICE, "tensors on different devices: %s is %s, targets is %s", xname,
+           device_name_short(x->device), device_name_short(targets->device));
+  MT_CHECK(targets->ndim() == 1 && targets->shape[0] == x->shape[0], SHAPE, "targets must be [%lld], got %s",
+           (long long)x->shape[0], shape_str(targets->shape).c_str());
+  int64_t bad = x->backend().first_out_of_range((const int64_t *)targets->data(), targets->numel(), x->shape[1]);
+  if (bad >= 0) {
+    int64_t v = 0;
+    x->backend().copy_to_host(&v, (const int64_t *)targets->data() + bad, 8);
+    fail(Code::INVALID_ARGUMENT, "target %lld at index %lld is out of range for %lld classes", (long long)v,
+         (long long)bad, (long long)x->shape[1]);
+  }
+}
+
+}  // namespace
+
+Ref softmax(const Ref &x, int64_t dim) { return softmax_impl(x, dim, false); }
+Ref log_softmax(const Ref &x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Ref cross_entropy(const Ref &logits, const Ref &targets) {
+  check_targets(logits, targets, "logits");
+  int64_t n = logits->shape[0], c = logits->shape[1];
+  MT_CHECK(n > 0, SHAPE, "cross_entropy of an empty batch (logits %s)", shape_str(logits->shape).c_str());
+  Ref loss = empty({}, logits->dtype, logits->device);
+  Ref lse = empty({n}, logits->dtype, logits->device);
+  logits->backend().cross_entropy(loss->data(), lse->data(), logits->data(), (const int64_t *)targets->data(), n, c,
+                                   logits->dtype, 1.0 / (double)n);
+  Ref out = record(Op::CROSS_ENTROPY, loss, {logits, targets});
+  if (out->requires_grad && grad_enabled()) last_node_saved().push_back(lse);
+  return out;
+}
+
+Ref nll_loss(const Ref &log_probs, const Ref &targets) {
+  check_targets(log_probs, targets, "log_probs");
+  int64_t n = log_probs->shape[0], c = log_probs->shape[1];
+  MT_CHECK(n > 0, SHAPE, "nll_loss of an empty batch (log_probs %s)", shape_str(log_probs->shape).c_str());
+  Ref loss = empty({}, log_probs->dtype, log_probs->device);
+  log_probs->backend().nll_loss(loss->data(), log_probs->data(), (const int64_t *)targets->data(), n, c,
+                                log_probs->dtype, 1.0 / (double)n);
+  return record(Op::NLL_LOSS, loss, {log_probs, targets});
+}
+
+std::pair<Ref, Ref> max_dim(const Ref &x, int64_t dim, bool keepdim) {
+  check_float(x, "x");
+  int64_t d = wrap_dim(dim, x->ndim());
+  Shape shape = x->shape;
+  int64_t outer = 1, inner = 1, red = x->ndim() ? shape[(size_t)d] : 1;
+  MT_CHECK(red > 0, SHAPE, "max over an empty dim %lld of %s", (long long)d, shape_str(x->shape).c_str());
+  for (int64_t k = 0; k < d; k++) outer *= shape[(size_t)k];
+  for (int64_t k = d + 1; k < x->ndim(); k++) inner *= shape[(size_t)k];
+  if (x->ndim()) {
+    if (keepdim) shape[(size_t)d] = 1;
+    else shape.erase(shape.begin() + d);
+  }
+  Ref values = empty(shape, x->dtype, x->device);
+  Ref indices = empty(shape, DType::I64, x->device);
+  x->backend().max_reduce(values->data(), (int64_t *)indices->data(), x->data(), outer, red, inner, x->dtype);
+  values = record(Op::MAX_DIM, values, {x}, 0, {d, keepdim ? 1 : 0});
+  if (values->requires_grad && grad_enabled()) last_node_saved().push_back(indices);
+  return {values, indices};
 }
 
 }  // namespace ops

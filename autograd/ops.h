@@ -16,7 +16,8 @@ namespace mt {
 #define MT_OPS(X)                                                                                  \
   X(ADD) X(SUB) X(MUL) X(DIV) X(MATMUL) X(LINEAR) X(ADD_SCALAR) X(MUL_SCALAR) X(POW_SCALAR)       \
   X(NEG) X(RELU) X(SIGMOID) X(TANH) X(EXP) X(LOG) X(SUM) X(MEAN) X(SUM_DIM) X(MEAN_DIM)            \
-  X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE)
+  X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE) X(SOFTMAX) X(LOG_SOFTMAX)          \
+  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM)
 
 enum class Op : int32_t {
 #define MT_X(name) name,
@@ -34,6 +35,7 @@ struct Node {
   std::vector<Ref> in;
   double scalar = 0;          // the scalar operand of *_SCALAR ops
   std::vector<int64_t> ints;  // dims, permutation, the source device or dtype
+  std::vector<Ref> saved;     // what the forward kept for the backward (row statistics, indices)
 };
 
 // Grad mode and the tape are per thread.
@@ -88,6 +90,14 @@ Ref to_device(const Ref &x, Device device);
 Ref cast(const Ref &x, DType dtype);
 Ref clone(const Ref &x);
 Ref detach(const Ref &x);
+// The classification family. Softmax-like ops work along any dim; the losses take
+// [N, C] inputs and int64 targets [N] and average over N.
+Ref softmax(const Ref &x, int64_t dim);
+Ref log_softmax(const Ref &x, int64_t dim);
+Ref cross_entropy(const Ref &logits, const Ref &targets);
+Ref nll_loss(const Ref &log_probs, const Ref &targets);
+// Max along dim: values (recorded; the gradient goes to the first maximum) and int64 indices.
+std::pair<Ref, Ref> max_dim(const Ref &x, int64_t dim, bool keepdim);
 
 // Helpers for backward rules (not recorded themselves).
 Ref unary(Unary op, const Ref &x, double s = 0);

@@ -3,6 +3,7 @@
 #include "optim.h"
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <unordered_set>
@@ -18,18 +19,52 @@ std::unordered_set<const Optimizer *> &live_optimizers() {
 }
 }  // namespace
 
-Optimizer *optimizer_sgd(const std::vector<Ref> &params, double lr, double momentum, double weight_decay,
-                         bool nesterov) {
-  MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
-  MT_CHECK(momentum >= 0, INVALID_ARGUMENT, "momentum must be >= 0, got %g", momentum);
-  MT_CHECK(weight_decay >= 0, INVALID_ARGUMENT, "weight_decay must be >= 0, got %g", weight_decay);
-  MT_CHECK(!nesterov || momentum > 0, INVALID_ARGUMENT, "nesterov needs momentum > 0, got momentum %g", momentum);
+namespace {
+void check_params(const std::vector<Ref> &params) {
   for (size_t i = 0; i < params.size(); i++) {
     MT_CHECK(params[i]->dtype == DType::F32 || params[i]->dtype == DType::F64, DTYPE,
              "params[%zu] must be float32 or float64, got %s", i, dtype_name(params[i]->dtype));
     MT_CHECK(params[i]->requires_grad && params[i]->is_leaf, INVALID_ARGUMENT,
              "params[%zu] must be a leaf tensor that requires grad", i);
   }
+}
+Optimizer *register_optimizer(Optimizer *opt) {
+  std::lock_guard<std::mutex> lock(g_opt_mu);
+  live_optimizers().insert(opt);
+  return opt;
+}
+}  // namespace
+
+Optimizer *optimizer_adam(const std::vector<Ref> &params, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, bool decoupled) {
+  MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
+  MT_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, INVALID_ARGUMENT,
+           "betas must be in [0, 1), got %g and %g", beta1, beta2);
+  MT_CHECK(eps >= 0, INVALID_ARGUMENT, "eps must be >= 0, got %g", eps);
+  MT_CHECK(weight_decay >= 0, INVALID_ARGUMENT, "weight_decay must be >= 0, got %g", weight_decay);
+  check_params(params);
+  std::unique_ptr<Optimizer> opt(new Optimizer());
+  opt->kind = decoupled ? Optimizer::Kind::ADAMW : Optimizer::Kind::ADAM;
+  opt->params = params;
+  for (const Ref &p : params) {
+    opt->m.push_back(ops::full(p->shape, 0.0, p->dtype, p->device));
+    opt->v.push_back(ops::full(p->shape, 0.0, p->dtype, p->device));
+  }
+  opt->lr = lr;
+  opt->beta1 = beta1;
+  opt->beta2 = beta2;
+  opt->eps = eps;
+  opt->weight_decay = weight_decay;
+  return register_optimizer(opt.release());
+}
+
+Optimizer *optimizer_sgd(const std::vector<Ref> &params, double lr, double momentum, double weight_decay,
+                         bool nesterov) {
+  MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
+  MT_CHECK(momentum >= 0, INVALID_ARGUMENT, "momentum must be >= 0, got %g", momentum);
+  MT_CHECK(weight_decay >= 0, INVALID_ARGUMENT, "weight_decay must be >= 0, got %g", weight_decay);
+  MT_CHECK(!nesterov || momentum > 0, INVALID_ARGUMENT, "nesterov needs momentum > 0, got momentum %g", momentum);
+  check_params(params);
   auto *opt = new Optimizer();
   opt->params = params;
   opt->velocity.resize(params.size());
@@ -37,9 +72,7 @@ Optimizer *optimizer_sgd(const std::vector<Ref> &params, double lr, double momen
   opt->momentum = momentum;
   opt->weight_decay = weight_decay;
   opt->nesterov = nesterov;
-  std::lock_guard<std::mutex> lock(g_opt_mu);
-  live_optimizers().insert(opt);
-  return opt;
+  return register_optimizer(opt);
 }
 
 void optimizer_free(Optimizer *opt) {
@@ -56,7 +89,78 @@ bool is_live_optimizer(const Optimizer *opt) {
   return live_optimizers().count(opt) != 0;
 }
 
+namespace {
+void adam_step(Optimizer &opt) {
+  struct Group {
+    std::vector<void *> p, m, v;
+    std::vector<const void *> g;
+    std::vector<int64_t> n;
+  };
+  std::map<std::pair<int, int>, Group> groups;
+  for (size_t i = 0; i < opt.params.size(); i++) {
+    Tensor &p = *opt.params[i];
+    if (!p.grad) continue;
+    Group &grp = groups[std::make_pair((int)p.device, (int)p.dtype)];
+    grp.p.push_back(p.data());
+    grp.g.push_back(p.grad->data());
+    grp.m.push_back(opt.m[i]->data());
+    grp.v.push_back(opt.v[i]->data());
+    grp.n.push_back(p.numel());
+  }
+  opt.steps++;
+  for (auto &kv : groups) {
+    Group &grp = kv.second;
+    AdamArgs a;
+    a.count = (int64_t)grp.p.size();
+    a.params = grp.p.data();
+    a.grads = grp.g.data();
+    a.m = grp.m.data();
+    a.v = grp.v.data();
+    a.numel = grp.n.data();
+    a.dtype = (DType)kv.first.second;
+    a.lr = opt.lr;
+    a.beta1 = opt.beta1;
+    a.beta2 = opt.beta2;
+    a.eps = opt.eps;
+    a.weight_decay = opt.weight_decay;
+    a.decoupled = opt.kind == Optimizer::Kind::ADAMW;
+    a.step = opt.steps;
+    backend_for((Device)kv.first.first).adam_step(a);
+  }
+}
+}  // namespace
+
+Ref clip_grad_norm(const std::vector<Ref> &params, double max_norm) {
+  MT_CHECK(max_norm > 0, INVALID_ARGUMENT, "max_norm must be > 0, got %g", max_norm);
+  NoGradGuard ng;
+  Ref total;
+  for (size_t i = 0; i < params.size(); i++) {
+    Tensor *g = params[i]->grad;
+    if (!g) continue;
+    MT_CHECK(!total || (g->device == total->device && g->dtype == total->dtype), DEVICE,
+             "params[%zu]: gradients must share one device and dtype", i);
+    Ref sq = ops::sum(ops::unary(Unary::SQUARE, Ref::share(g)));
+    total = total ? ops::add(total, sq) : sq;
+  }
+  if (!total) return total;
+  Ref norm = ops::unary(Unary::SQRT, total);
+  // scale = min(1, max_norm / (norm + 1e-6)), computed and applied on the device
+  Ref scale = ops::binary(Binary::MINIMUM, ops::unary(Unary::MUL_SCALAR, ops::unary(Unary::RECIPROCAL, ops::unary(Unary::ADD_SCALAR, norm, 1e-6)), max_norm),
+                          ops::full({}, 1.0, norm->dtype, norm->device));
+  for (const Ref &p : params) {
+    Tensor *g = p->grad;
+    if (!g) continue;
+    g->backend().binary(Binary::MUL, g->data(), g->data(), scale->data(), make_broadcast_plan(g->shape, g->shape, {}),
+                        g->dtype);
+  }
+  return norm;
+}
+
 void optimizer_step(Optimizer &opt) {
+  if (opt.kind != Optimizer::Kind::SGD) {
+    adam_step(opt);
+    return;
+  }
   // Group by (device, dtype, first step) so each group is one fused update.
   struct Group {
     std::vector<void *> p;

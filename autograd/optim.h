@@ -6,10 +6,12 @@
 #include "tensor.h"
 
 struct mt_optimizer {
-  enum class Kind { SGD } kind = Kind::SGD;
+  enum class Kind { SGD, ADAM, ADAMW } kind = Kind::SGD;
   std::vector<mt::Ref> params;
-  std::vector<mt::Ref> velocity;  // per parameter, created at its first update (momentum != 0)
+  std::vector<mt::Ref> velocity;  // SGD: per parameter, created at its first update (momentum != 0)
+  std::vector<mt::Ref> m, v;      // Adam: moments per parameter, zeros at creation
   double lr = 0, momentum = 0, weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;
   int64_t steps = 0;
 };
@@ -18,7 +20,12 @@ namespace mt {
 using Optimizer = ::mt_optimizer;
 Optimizer *optimizer_sgd(const std::vector<Ref> &params, double lr, double momentum, double weight_decay,
                          bool nesterov);
+Optimizer *optimizer_adam(const std::vector<Ref> &params, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, bool decoupled);
 void optimizer_free(Optimizer *opt);
+// Scales the gradients of params to a global L2 norm of at most max_norm; returns the
+// norm before clipping (0-d, on the parameters' device). Nothing leaves the device.
+Ref clip_grad_norm(const std::vector<Ref> &params, double max_norm);
 bool is_live_optimizer(const Optimizer *opt);
 void optimizer_step(Optimizer &opt);
 void optimizer_zero_grad(Optimizer &opt);

@@ -14,6 +14,10 @@ thread_local std::vector<Node> t_tape;
 }
 
 void tape_push(Node &&node) { t_tape.push_back(std::move(node)); }
+std::vector<Ref> &last_node_saved() {
+  MT_ASSERT(!t_tape.empty());
+  return t_tape.back().saved;
+}
 int64_t tape_size() { return (int64_t)t_tape.size(); }
 void tape_clear() {
   std::vector<Node> dead;

@@ -103,6 +103,23 @@ struct SgdArgs {
   bool first_step = false;
 };
 
+// One Adam/AdamW update over many parameters (torch.optim.Adam / AdamW):
+//   g = grad (+ weight_decay * p for Adam; AdamW instead decays p *= 1 - lr * weight_decay)
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+//   p -= lr * (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps)
+struct AdamArgs {
+  int64_t count = 0;
+  void *const *params = nullptr;
+  const void *const *grads = nullptr;
+  void *const *m = nullptr;
+  void *const *v = nullptr;
+  const int64_t *numel = nullptr;
+  DType dtype = DType::F32;
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW
+  int64_t step = 1;        // 1 at the first update
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -142,6 +159,38 @@ class Backend {
   // Converts n elements between any two dtypes (floats to ints truncate toward zero).
   virtual void cast(void *out, DType out_dtype, const void *x, DType x_dtype, int64_t n) = 0;
   virtual void sgd_step(const SgdArgs &args) = 0;
+
+  // ---- classification family. Defaults report MT_ERR_UNSUPPORTED so that a
+  // backend can grow them one by one.
+  // x viewed as [rows, cols]: y = softmax(x) along cols, or log_softmax when log.
+  virtual void softmax(void *y, const void *x, int64_t rows, int64_t cols, DType dtype, bool log);
+  // dx (written) from the forward output y and dy: softmax: y * (dy - sum(dy * y));
+  // log_softmax: dy - exp(y) * sum(dy).
+  virtual void softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType dtype,
+                                bool log);
+  // loss (one element) = scale * sum_r (lse_r - x[r, t_r]); lse [rows] of dtype is saved
+  // for the backward. targets are int64 in [0, cols) (the caller validates them).
+  virtual void cross_entropy(void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
+                             int64_t cols, DType dtype, double scale);
+  // dlogits (written) = scale * dloss * (softmax(x) - onehot(t)), dloss one element on the device.
+  virtual void cross_entropy_backward(void *dlogits, const void *logits, const void *lse, const int64_t *targets,
+                                      const void *dloss, int64_t rows, int64_t cols, DType dtype, double scale);
+  // loss (one element) = -scale * sum_r lp[r, t_r].
+  virtual void nll_loss(void *loss, const void *log_probs, const int64_t *targets, int64_t rows, int64_t cols,
+                        DType dtype, double scale);
+  // dlp (written) = -scale * dloss at [r, t_r], 0 elsewhere.
+  virtual void nll_loss_backward(void *dlp, const int64_t *targets, const void *dloss, int64_t rows, int64_t cols,
+                                 DType dtype, double scale);
+  // The first i with idx[i] outside [0, bound), or -1. Synchronizes (it answers on the host).
+  virtual int64_t first_out_of_range(const int64_t *idx, int64_t n, int64_t bound);
+  // x viewed as [outer, reduce, inner]: values[o, i] = max_r x[o, r, i], indices[o, i] the
+  // first r that attains it (NaN counts as the maximum, as PyTorch). values may be null.
+  virtual void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce,
+                          int64_t inner, DType dtype);
+  // dx (written, [outer, reduce, inner]) = dy[o, i] at r = indices[o, i], 0 elsewhere.
+  virtual void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce,
+                            int64_t inner, DType dtype);
+  virtual void adam_step(const AdamArgs &args);
 };
 
 // The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or

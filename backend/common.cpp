@@ -70,6 +70,34 @@ bool dtype_is_float(DType d) {
 
 const char *device_name_short(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
 
+// ---- defaults of the classification family: not on this device (yet)
+#define MT_UNSUPPORTED(what) \
+  fail(Code::UNSUPPORTED, "%s is not implemented on the %s backend", what, device_name_short(device()))
+void Backend::softmax(void *, const void *, int64_t, int64_t, DType, bool) { MT_UNSUPPORTED("softmax"); }
+void Backend::softmax_backward(void *, const void *, const void *, int64_t, int64_t, DType, bool) {
+  MT_UNSUPPORTED("softmax backward");
+}
+void Backend::cross_entropy(void *, void *, const void *, const int64_t *, int64_t, int64_t, DType, double) {
+  MT_UNSUPPORTED("cross_entropy");
+}
+void Backend::cross_entropy_backward(void *, const void *, const void *, const int64_t *, const void *, int64_t,
+                                     int64_t, DType, double) {
+  MT_UNSUPPORTED("cross_entropy backward");
+}
+void Backend::nll_loss(void *, const void *, const int64_t *, int64_t, int64_t, DType, double) {
+  MT_UNSUPPORTED("nll_loss");
+}
+void Backend::nll_loss_backward(void *, const int64_t *, const void *, int64_t, int64_t, DType, double) {
+  MT_UNSUPPORTED("nll_loss backward");
+}
+int64_t Backend::first_out_of_range(const int64_t *, int64_t, int64_t) { MT_UNSUPPORTED("index validation"); }
+void Backend::max_reduce(void *, int64_t *, const void *, int64_t, int64_t, int64_t, DType) { MT_UNSUPPORTED("max"); }
+void Backend::max_backward(void *, const int64_t *, const void *, int64_t, int64_t, int64_t, DType) {
+  MT_UNSUPPORTED("max backward");
+}
+void Backend::adam_step(const AdamArgs &) { MT_UNSUPPORTED("adam"); }
+#undef MT_UNSUPPORTED
+
 int64_t cuda_device_count() {
 #ifdef MT_HAVE_CUDA
   return cuda_backend_device_count();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "classify.h"
 
 namespace mt {
 namespace {
@@ -367,6 +368,42 @@ class CpuBackend final : public Backend {
     if (g.dtype == DType::F32) sgd_loop<float>(g);
     else sgd_loop<double>(g);
   }
+
+  void softmax(void *y, const void *x, int64_t rows, int64_t cols, DType d, bool log) override {
+    cpu::softmax(y, x, rows, cols, d, log);
+  }
+  void softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType d,
+                        bool log) override {
+    cpu::softmax_backward(dx, y, dy, rows, cols, d, log);
+  }
+  void cross_entropy(void *loss, void *lse, const void *x, const int64_t *t, int64_t rows, int64_t cols, DType d,
+                     double scale) override {
+    cpu::cross_entropy(loss, lse, x, t, rows, cols, d, scale);
+  }
+  void cross_entropy_backward(void *dx, const void *x, const void *lse, const int64_t *t, const void *dloss,
+                              int64_t rows, int64_t cols, DType d, double scale) override {
+    cpu::cross_entropy_backward(dx, x, lse, t, dloss, rows, cols, d, scale);
+  }
+  void nll_loss(void *loss, const void *lp, const int64_t *t, int64_t rows, int64_t cols, DType d,
+                double scale) override {
+    cpu::nll_loss(loss, lp, t, rows, cols, d, scale);
+  }
+  void nll_loss_backward(void *dlp, const int64_t *t, const void *dloss, int64_t rows, int64_t cols, DType d,
+                         double scale) override {
+    cpu::nll_loss_backward(dlp, t, dloss, rows, cols, d, scale);
+  }
+  int64_t first_out_of_range(const int64_t *idx, int64_t n, int64_t bound) override {
+    return cpu::first_out_of_range(idx, n, bound);
+  }
+  void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
+                  DType d) override {
+    cpu::max_reduce(values, indices, x, outer, reduce, inner, d);
+  }
+  void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce, int64_t inner,
+                    DType d) override {
+    cpu::max_backward(dx, indices, dy, outer, reduce, inner, d);
+  }
+  void adam_step(const AdamArgs &a) override { cpu::adam_step(a); }
 
  private:
   mutable std::mutex mu_;
