@@ -545,6 +545,83 @@ MT_API mt_status mt_argmax(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t k
   });
 }
 
+MT_API mt_status mt_index_select(mt_tensor **out, mt_tensor *x, mt_tensor *indices) {
+  return op_entry("mt_index_select", out,
+                  [&] { return ops::index_select(tensor_arg(x, "x"), tensor_arg(indices, "indices")); });
+}
+
+MT_API mt_status mt_slice(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t start, int64_t end) {
+  return op_entry("mt_slice", out, [&] { return ops::slice(tensor_arg(x, "x"), dim, start, end); });
+}
+
+// ---------------------------------------------------------------- initialization
+namespace {
+// fan_in and fan_out as torch.nn.init computes them for [out, in, *receptive].
+std::pair<double, double> fans(const Ref &t) {
+  MT_CHECK(t->ndim() >= 2, SHAPE, "fan in and fan out need a tensor of at least 2 dims, got %s",
+           shape_str(t->shape).c_str());
+  double receptive = 1;
+  for (int64_t k = 2; k < t->ndim(); k++) receptive *= (double)t->shape[(size_t)k];
+  return {(double)t->shape[1] * receptive, (double)t->shape[0] * receptive};
+}
+// Fills t in place from the seeded stream: uniform in [a, b) or normal(a, b).
+void init_fill(const Ref &t, bool normal, double a, double b, int64_t seed) {
+  MT_CHECK(t->dtype == DType::F32 || t->dtype == DType::F64, DTYPE, "init needs float32 or float64, got %s",
+           dtype_name(t->dtype));
+  NoGradGuard ng;
+  Ref r = ops::rand(t->shape, (uint64_t)seed, normal, t->dtype, t->device);
+  Ref v = normal ? ops::unary(Unary::ADD_SCALAR, ops::unary(Unary::MUL_SCALAR, r, b), a)
+                 : ops::unary(Unary::ADD_SCALAR, ops::unary(Unary::MUL_SCALAR, r, b - a), a);
+  t->backend().copy(t->data(), v->data(), t->nbytes());
+}
+}  // namespace
+
+MT_API mt_status mt_init_uniform(mt_tensor *t, double low, double high, int64_t seed) {
+  return guard("mt_init_uniform", [&] {
+    MT_CHECK(low <= high, INVALID_ARGUMENT, "low %g is above high %g", low, high);
+    init_fill(tensor_arg(t, "t"), false, low, high, seed);
+  });
+}
+
+MT_API mt_status mt_init_normal(mt_tensor *t, double mean, double std, int64_t seed) {
+  return guard("mt_init_normal", [&] {
+    MT_CHECK(std >= 0, INVALID_ARGUMENT, "std must be >= 0, got %g", std);
+    init_fill(tensor_arg(t, "t"), true, mean, std, seed);
+  });
+}
+
+MT_API mt_status mt_init_xavier_uniform(mt_tensor *t, double gain, int64_t seed) {
+  return guard("mt_init_xavier_uniform", [&] {
+    Ref x = tensor_arg(t, "t");
+    auto f = fans(x);
+    double bound = gain * std::sqrt(6.0 / (f.first + f.second));
+    init_fill(x, false, -bound, bound, seed);
+  });
+}
+
+MT_API mt_status mt_init_xavier_normal(mt_tensor *t, double gain, int64_t seed) {
+  return guard("mt_init_xavier_normal", [&] {
+    Ref x = tensor_arg(t, "t");
+    auto f = fans(x);
+    init_fill(x, true, 0.0, gain * std::sqrt(2.0 / (f.first + f.second)), seed);
+  });
+}
+
+MT_API mt_status mt_init_kaiming_uniform(mt_tensor *t, double gain, int64_t seed) {
+  return guard("mt_init_kaiming_uniform", [&] {
+    Ref x = tensor_arg(t, "t");
+    double bound = gain * std::sqrt(3.0 / fans(x).first);
+    init_fill(x, false, -bound, bound, seed);
+  });
+}
+
+MT_API mt_status mt_init_kaiming_normal(mt_tensor *t, double gain, int64_t seed) {
+  return guard("mt_init_kaiming_normal", [&] {
+    Ref x = tensor_arg(t, "t");
+    init_fill(x, true, 0.0, gain / std::sqrt(fans(x).first), seed);
+  });
+}
+
 // ---------------------------------------------------------------- optimizers
 static std::vector<Ref> params_arg(mt_tensor *const *params, int64_t n) {
   MT_CHECK(n >= 0, INVALID_ARGUMENT, "n must be >= 0, got %lld", (long long)n);

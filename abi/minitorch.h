@@ -238,6 +238,43 @@ MT_API mt_status mt_max_dim(mt_tensor **out_values, mt_tensor **out_indices, mt_
 /* Index of the first maximum along dim (MT_I64, not differentiable). */
 MT_API mt_status mt_argmax(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t keepdim);
 
+/* Rows of x (along dim 0) at 1-D MT_I64 indices, as torch.index_select(x, 0, indices);
+ * differentiable in x (repeated indices accumulate). Out-of-range indices are
+ * MT_ERR_INVALID_ARGUMENT naming the first bad position. */
+MT_API mt_status mt_index_select(mt_tensor **out, mt_tensor *x, mt_tensor *indices);
+/* x[..., start:end, ...] along dim (start/end clamped to [0, size], negative counted from
+ * the end, as Python slicing with step 1); differentiable. */
+MT_API mt_status mt_slice(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t start, int64_t end);
+
+/* ------------------------------------------------------------ initialization */
+/* In place, not recorded; the same seed gives bit-identical values on every device.
+ * fan_in / fan_out are those of torch.nn.init for a weight of shape [out, in, ...]. */
+MT_API mt_status mt_init_uniform(mt_tensor *t, double low, double high, int64_t seed);
+MT_API mt_status mt_init_normal(mt_tensor *t, double mean, double std, int64_t seed);
+/* Glorot: bound = gain * sqrt(6 / (fan_in + fan_out)); std = gain * sqrt(2 / (fan_in + fan_out)). */
+MT_API mt_status mt_init_xavier_uniform(mt_tensor *t, double gain, int64_t seed);
+MT_API mt_status mt_init_xavier_normal(mt_tensor *t, double gain, int64_t seed);
+/* He, fan_in mode, for a ReLU-family gain: bound = gain * sqrt(3 / fan_in); std = gain / sqrt(fan_in).
+ * gain sqrt(2) is torch's kaiming_*_(nonlinearity='relu'). */
+MT_API mt_status mt_init_kaiming_uniform(mt_tensor *t, double gain, int64_t seed);
+MT_API mt_status mt_init_kaiming_normal(mt_tensor *t, double gain, int64_t seed);
+
+/* ------------------------------------------------------------ data */
+/* Reads an IDX file (the MNIST format), raw or gzip-compressed (detected from the content),
+ * into a tensor of the file's dims and element type (0x08 -> MT_U8, 0x09 -> MT_U8 holding
+ * the signed bytes, 0x0B -> MT_I32 from int16, 0x0C -> MT_I32, 0x0D -> MT_F32, 0x0E -> MT_F64).
+ * MT_ERR_IO names the path and the problem (missing, bad magic, truncated, size mismatch). */
+MT_API mt_status mt_load_idx(mt_tensor **out, const char *path, mt_device device);
+/* Reads a tab-separated file without header. columns is a comma-separated list of
+ * "<index>:<kind>" (0-based column index; kind num = a float, cat = one-hot over the values in
+ * order of first appearance, date = day of year 1..366 of a YYYY-MM-DD prefix); target_column
+ * is the index of a numeric column. *out_features is MT_F32 [rows, features] and *out_targets
+ * MT_F32 [rows, 1]. A malformed line is MT_ERR_IO naming the path, the line and the column. */
+MT_API mt_status mt_load_tsv(mt_tensor **out_features, mt_tensor **out_targets, const char *path,
+                             const char *columns, int64_t target_column, mt_device device);
+/* A random permutation of 0..n-1 (MT_I64) from the counter-based stream keyed by seed. */
+MT_API mt_status mt_randperm(mt_tensor **out, int64_t n, int64_t seed, mt_device device);
+
 /* ------------------------------------------------------------ optimizers */
 
 /* An optimizer holds its own references to the parameters and its state tensors. */

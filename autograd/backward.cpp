@@ -159,6 +159,29 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       grads[0] = dx;
       break;
     }
+    case Op::INDEX_SELECT: {  // scatter-add g's rows back to the selected rows
+      if (!need(0)) break;
+      const Ref &x = in[0], &idx = in[1];
+      Ref dx = full(x->shape, 0.0, x->dtype, x->device);
+      int64_t cols = x->numel() / (x->shape[0] ? x->shape[0] : 1);
+      if (g->numel())
+        x->backend().index_add(dx->data(), (const int64_t *)idx->data(), g->data(), idx->numel(), x->shape[0], cols,
+                               x->dtype);
+      grads[0] = dx;
+      break;
+    }
+    case Op::SLICE: {  // g placed back into a zero tensor of x's shape
+      if (!need(0)) break;
+      const Ref &x = in[0];
+      int64_t d = node.ints[0], start = node.ints[1], len = node.ints[2], outer = 1, inner = 1;
+      for (int64_t k = 0; k < d; k++) outer *= x->shape[(size_t)k];
+      for (int64_t k = d + 1; k < x->ndim(); k++) inner *= x->shape[(size_t)k];
+      Ref dx = full(x->shape, 0.0, x->dtype, x->device);
+      if (g->numel())
+        x->backend().slice_backward(dx->data(), g->data(), outer, x->shape[(size_t)d], inner, start, len, x->dtype);
+      grads[0] = dx;
+      break;
+    }
     case Op::COUNT:
       fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");
   }

@@ -452,13 +452,7 @@ void check_targets(const Ref &x, const Ref &targets, const char *xname) {
            device_name_short(x->device), device_name_short(targets->device));
   MT_CHECK(targets->ndim() == 1 && targets->shape[0] == x->shape[0], SHAPE, "targets must be [%lld], got %s",
            (long long)x->shape[0], shape_str(targets->shape).c_str());
-  int64_t bad = x->backend().first_out_of_range((const int64_t *)targets->data(), targets->numel(), x->shape[1]);
-  if (bad >= 0) {
-    int64_t v = 0;
-    x->backend().copy_to_host(&v, (const int64_t *)targets->data() + bad, 8);
-    fail(Code::INVALID_ARGUMENT, "target %lld at index %lld is out of range for %lld classes", (long long)v,
-         (long long)bad, (long long)x->shape[1]);
-  }
+  check_indices(targets, x->shape[1], "target");
 }
 
 }  // namespace
@@ -507,6 +501,62 @@ std::pair<Ref, Ref> max_dim(const Ref &x, int64_t dim, bool keepdim) {
   values = record(Op::MAX_DIM, values, {x}, 0, {d, keepdim ? 1 : 0});
   if (values->requires_grad && grad_enabled()) last_node_saved().push_back(indices);
   return {values, indices};
+}
+
+}  // namespace ops
+}  // namespace mt
+
+// ---------------------------------------------------------------- gathers and slices
+namespace mt {
+namespace ops {
+
+void check_indices(const Ref &indices, int64_t bound, const char *what) {
+  MT_CHECK(indices->dtype == DType::I64, DTYPE, "%s must be int64, got %s", what, dtype_name(indices->dtype));
+  int64_t bad = indices->backend().first_out_of_range((const int64_t *)indices->data(), indices->numel(), bound);
+  if (bad >= 0) {
+    int64_t v = 0;
+    indices->backend().copy_to_host(&v, (const int64_t *)indices->data() + bad, 8);
+    fail(Code::INVALID_ARGUMENT, "%s %lld at position %lld is out of range [0, %lld)", what, (long long)v,
+         (long long)bad, (long long)bound);
+  }
+}
+
+Ref index_select(const Ref &x, const Ref &indices) {
+  MT_CHECK(x->ndim() >= 1, SHAPE, "x must have at least 1 dim, got %s", shape_str(x->shape).c_str());
+  MT_CHECK(indices->ndim() == 1, SHAPE, "indices must be 1-D, got %s", shape_str(indices->shape).c_str());
+  MT_CHECK(indices->device == x->device, DEVICE, "tensors on different devices: x is %s, indices is %s",
+           device_name_short(x->device), device_name_short(indices->device));
+  check_indices(indices, x->shape[0], "index");
+  Shape shape = x->shape;
+  shape[0] = indices->numel();
+  int64_t cols = shape_numel(Shape(x->shape.begin() + 1, x->shape.end()));
+  Ref out = empty(shape, x->dtype, x->device);
+  if (out->numel())
+    x->backend().index_select(out->data(), x->data(), (const int64_t *)indices->data(), indices->numel(), cols,
+                              x->dtype);
+  return record(Op::INDEX_SELECT, out, {x, indices});
+}
+
+Ref slice(const Ref &x, int64_t dim, int64_t start, int64_t end) {
+  MT_CHECK(x->ndim() >= 1, SHAPE, "cannot slice a 0-d tensor");
+  int64_t d = wrap_dim(dim, x->ndim()), size = x->shape[(size_t)d];
+  auto clamp = [size](int64_t v) { v = v < 0 ? v + size : v; return v < 0 ? 0 : (v > size ? size : v); };
+  start = clamp(start);
+  end = clamp(end);
+  int64_t len = end > start ? end - start : 0;
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < d; k++) outer *= x->shape[(size_t)k];
+  for (int64_t k = d + 1; k < x->ndim(); k++) inner *= x->shape[(size_t)k];
+  Shape shape = x->shape;
+  shape[(size_t)d] = len;
+  Ref out;
+  if (outer == 1) {  // one contiguous block: a view, no copy
+    out = tensor_from_storage(x->storage, x->offset + start * inner * dtype_size(x->dtype), shape, x->dtype);
+  } else {
+    out = empty(shape, x->dtype, x->device);
+    if (out->numel()) x->backend().slice_copy(out->data(), x->data(), outer, size, inner, start, len, x->dtype);
+  }
+  return record(Op::SLICE, out, {x}, 0, {d, start, len});
 }
 
 }  // namespace ops

@@ -17,7 +17,7 @@ namespace mt {
   X(ADD) X(SUB) X(MUL) X(DIV) X(MATMUL) X(LINEAR) X(ADD_SCALAR) X(MUL_SCALAR) X(POW_SCALAR)       \
   X(NEG) X(RELU) X(SIGMOID) X(TANH) X(EXP) X(LOG) X(SUM) X(MEAN) X(SUM_DIM) X(MEAN_DIM)            \
   X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE) X(SOFTMAX) X(LOG_SOFTMAX)          \
-  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM)
+  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM) X(INDEX_SELECT) X(SLICE)
 
 enum class Op : int32_t {
 #define MT_X(name) name,
@@ -98,6 +98,10 @@ Ref cross_entropy(const Ref &logits, const Ref &targets);
 Ref nll_loss(const Ref &log_probs, const Ref &targets);
 // Max along dim: values (recorded; the gradient goes to the first maximum) and int64 indices.
 std::pair<Ref, Ref> max_dim(const Ref &x, int64_t dim, bool keepdim);
+Ref index_select(const Ref &x, const Ref &indices);  // rows of x along dim 0
+Ref slice(const Ref &x, int64_t dim, int64_t start, int64_t end);
+// Throws INVALID_ARGUMENT naming the first index outside [0, bound).
+void check_indices(const Ref &indices, int64_t bound, const char *what);
 
 // Helpers for backward rules (not recorded themselves).
 Ref unary(Unary op, const Ref &x, double s = 0);

@@ -191,6 +191,20 @@ class Backend {
   virtual void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce,
                             int64_t inner, DType dtype);
   virtual void adam_step(const AdamArgs &args);
+
+  // ---- gathers and blocks (any dtype forward; floating backward)
+  // x viewed as [outer, size, inner]: out[o, j, i] = x[o, start + j, i] for j < len.
+  virtual void slice_copy(void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start,
+                          int64_t len, DType dtype);
+  // The reverse: dx[o, start + j, i] = dy[o, j, i]; dx elsewhere is left as it is.
+  virtual void slice_backward(void *dx, const void *dy, int64_t outer, int64_t size, int64_t inner, int64_t start,
+                              int64_t len, DType dtype);
+  // out[r, :] = x[idx[r], :] for n rows of cols elements (indices validated by the caller).
+  virtual void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType dtype);
+  // dx[idx[r], :] += dy[r, :] for r < n, deterministic (the same sums in the same order on
+  // every run); dx has rows_x rows and is not cleared first.
+  virtual void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
+                         DType dtype);
 };
 
 // The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or

@@ -96,6 +96,18 @@ void Backend::max_backward(void *, const int64_t *, const void *, int64_t, int64
   MT_UNSUPPORTED("max backward");
 }
 void Backend::adam_step(const AdamArgs &) { MT_UNSUPPORTED("adam"); }
+void Backend::slice_copy(void *, const void *, int64_t, int64_t, int64_t, int64_t, int64_t, DType) {
+  MT_UNSUPPORTED("slice");
+}
+void Backend::slice_backward(void *, const void *, int64_t, int64_t, int64_t, int64_t, int64_t, DType) {
+  MT_UNSUPPORTED("slice backward");
+}
+void Backend::index_select(void *, const void *, const int64_t *, int64_t, int64_t, DType) {
+  MT_UNSUPPORTED("index_select");
+}
+void Backend::index_add(void *, const int64_t *, const void *, int64_t, int64_t, int64_t, DType) {
+  MT_UNSUPPORTED("index_select backward");
+}
 #undef MT_UNSUPPORTED
 
 int64_t cuda_device_count() {

@@ -405,6 +405,32 @@ class CpuBackend final : public Backend {
   }
   void adam_step(const AdamArgs &a) override { cpu::adam_step(a); }
 
+  void slice_copy(void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start, int64_t len,
+                  DType d) override {
+    const int64_t es = dtype_size(d), row = len * inner * es;
+    for (int64_t o = 0; o < outer; o++)
+      std::memcpy((char *)out + o * row, (const char *)x + ((o * size + start) * inner) * es, (size_t)row);
+  }
+  void slice_backward(void *dx, const void *dy, int64_t outer, int64_t size, int64_t inner, int64_t start,
+                      int64_t len, DType d) override {
+    const int64_t es = dtype_size(d), row = len * inner * es;
+    for (int64_t o = 0; o < outer; o++)
+      std::memcpy((char *)dx + ((o * size + start) * inner) * es, (const char *)dy + o * row, (size_t)row);
+  }
+  void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType d) override {
+    const int64_t row = cols * dtype_size(d);
+    for (int64_t r = 0; r < n; r++) std::memcpy((char *)out + r * row, (const char *)x + idx[r] * row, (size_t)row);
+  }
+  void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
+                 DType d) override {
+    require_float(d, "index_select backward");
+    for (int64_t r = 0; r < n; r++)
+      for (int64_t c = 0; c < cols; c++) {
+        if (d == DType::F32) ((float *)dx)[idx[r] * cols + c] += ((const float *)dy)[r * cols + c];
+        else ((double *)dx)[idx[r] * cols + c] += ((const double *)dy)[r * cols + c];
+      }
+  }
+
  private:
   mutable std::mutex mu_;
   std::unordered_map<void *, int64_t> sizes_;

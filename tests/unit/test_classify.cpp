@@ -96,9 +96,9 @@ TEST_CASE("out-of-range targets name the first bad index") {
   H x = make(Vec(12, 0.5), {4, 3}), l;
   H t = make_targets({0, 2, 3, -1});
   CHECK(mt_cross_entropy(l.out(), x, t) == MT_ERR_INVALID_ARGUMENT);
-  CHECK(std::string(mt_last_error()) == "mt_cross_entropy: target 3 at index 2 is out of range for 3 classes");
+  CHECK(std::string(mt_last_error()) == "mt_cross_entropy: target 3 at position 2 is out of range [0, 3)");
   CHECK(mt_nll_loss(l.out(), x, t) == MT_ERR_INVALID_ARGUMENT);
-  CHECK(std::string(mt_last_error()).find("index 2") != std::string::npos);
+  CHECK(std::string(mt_last_error()).find("position 2") != std::string::npos);
   H f = make({0, 1, 2, 0}, {4});  // float targets
   CHECK(mt_cross_entropy(l.out(), x, f) == MT_ERR_DTYPE);
   H short_t = make_targets({0, 1});
