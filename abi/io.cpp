@@ -12,7 +12,7 @@ namespace mt {
 // Sets this thread's mt_last_error() message. The storage lives beside mt_last_error in
 // abi.cpp; the declaration is weak so that this file links (with messages left unset)
 // in a tree whose abi.cpp does not define it yet.
-__attribute__((weak)) void set_last_error(const std::string &msg);
+__attribute__((weak, visibility("hidden"))) void set_last_error(const std::string &msg);
 }  // namespace mt
 
 using namespace mt;

@@ -5,14 +5,17 @@
  * C99. Every symbol is prefixed mt_. Scalars cross as double or int64_t, enums
  * are int32-sized, handles and buffers are pointers; no structs by value, no
  * varargs, no callbacks. Fallible functions return mt_status (MT_OK == 0) and
- * write results through out-parameters, which come first. On failure *out
- * stays NULL, nothing is recorded on the tape, and mt_last_error() says why.
+ * write results through out-parameters, which come first. On failure a handle
+ * output (mt_tensor **, mt_optimizer **, void ** of mt_malloc) is NULL, other
+ * outputs are left as they were, nothing is recorded on the tape, and
+ * mt_last_error() says why.
  *
  * Ownership, in one sentence per kind of pointer:
  *  - mt_tensor **out: the caller owns one new reference; release it with
  *    mt_tensor_release().
- *  - mt_tensor * inputs: borrowed for the duration of the call; ops that must
- *    keep an input (the tape, a view) take their own reference.
+ *  - mt_tensor * inputs: borrowed for the duration of the call; what must outlive
+ *    the call takes its own reference (the tape, an optimizer) or shares the
+ *    storage (a view: reshape, detach, slice along the outermost dim).
  *  - const void *data / const int64_t *shape: borrowed for the call, copied.
  *  - const char * results: owned by the library; valid until the next call on
  *    the same thread (mt_last_error) or forever (mt_status_string, mt_version).
@@ -132,7 +135,8 @@ MT_API mt_status mt_tensor_ones(mt_tensor **out, const int64_t *shape, int64_t n
 MT_API mt_status mt_tensor_full(mt_tensor **out, const int64_t *shape, int64_t ndim, double value,
                                 mt_dtype dtype, mt_device device);
 /* Uniform [0,1) and standard normal from a counter-based Philox-4x32-10 stream keyed by seed:
- * the same seed gives the same values on every device. Floating dtypes only. */
+ * the same seed gives the same values on every device. Floating dtypes only (float16 and
+ * bfloat16 round the draws, so a uniform draw may round up to 1.0). */
 MT_API mt_status mt_tensor_rand(mt_tensor **out, const int64_t *shape, int64_t ndim, int64_t seed,
                                 mt_dtype dtype, mt_device device);
 MT_API mt_status mt_tensor_randn(mt_tensor **out, const int64_t *shape, int64_t ndim, int64_t seed,
@@ -157,7 +161,8 @@ MT_API mt_status mt_tensor_device(const mt_tensor *t, mt_device *out);
 MT_API mt_status mt_tensor_data_ptr(const mt_tensor *t, void **out);
 MT_API mt_status mt_tensor_retain(mt_tensor *t);
 MT_API mt_status mt_tensor_release(mt_tensor *t);                        /* NULL: no-op */
-/* Handles alive now (held by the caller, the tape or as .grad), for leak tests. */
+/* Tensors alive now (held by the caller, the tape, .grad fields, views or optimizer state),
+ * for leak tests. */
 MT_API int64_t   mt_live_tensors(void);
 
 /* ---------------------------------------------------------------- autograd */

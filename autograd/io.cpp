@@ -66,7 +66,6 @@ class Reader {
     while ((r = read(buf, sizeof buf)) > 0) out.append(buf, (size_t)r);
   }
   bool cut_short() const { return cut_short_; }
-  bool compressed() const { return gzdirect(f_) == 0; }
   int64_t bytes_read() const { return bytes_; }  // decompressed bytes so far
 
  private:
@@ -76,7 +75,10 @@ class Reader {
     if (err == Z_OK) return;
     if (err == Z_BUF_ERROR) { cut_short_ = true; gzclearerr(f_); return; }  // "unexpected end of file"
     if (err == Z_ERRNO) fail(Code::IO, "%s: read error: %s", path_.c_str(), std::strerror(errno));
-    fail(Code::IO, "%s: corrupt gzip stream: %s", path_.c_str(), msg ? msg : "unknown zlib error");
+    // zlib's message starts with the path; keep only what follows it.
+    std::string m = msg ? msg : "unknown zlib error";
+    if (m.compare(0, path_.size() + 2, path_ + ": ") == 0) m.erase(0, path_.size() + 2);
+    fail(Code::IO, "%s: corrupt gzip stream: %s", path_.c_str(), m.c_str());
   }
   std::string path_;
   gzFile f_ = nullptr;
@@ -128,8 +130,6 @@ void idx_convert(void *dst, const unsigned char *src, int64_t n, const IdxType &
 }
 
 // ---------------------------------------------------------------- TSV
-
-const char *kind_name(TsvColumn::Kind k) { return k == TsvColumn::NUM ? "num" : k == TsvColumn::CAT ? "cat" : "date"; }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\r')) s.remove_prefix(1);
@@ -189,8 +189,8 @@ Ref load_idx(const std::string &path, Device device) {
     if (t.code == head[2]) type = &t;
   MT_CHECK(head[0] == 0 && head[1] == 0 && type && head[3] >= 1 && head[3] <= kMaxDims, IO,
            "%s: bad magic 0x%08X: not an IDX file (expected 0x0000TTNN: two zero bytes, a type TT of "
-           "08/09/0B/0C/0D/0E and 1..%d dims NN)%s",
-           path.c_str(), magic, kMaxDims, in.compressed() ? "" : "; gzip files are detected from their content");
+           "08/09/0B/0C/0D/0E and 1..%d dims NN)",
+           path.c_str(), magic, kMaxDims);
   int ndim = head[3];
 
   std::vector<unsigned char> dims_raw((size_t)ndim * 4);

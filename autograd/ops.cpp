@@ -377,6 +377,7 @@ Ref permute(const Ref &x, const std::vector<int64_t> &perm_in) {
 Ref transpose(const Ref &x, int64_t dim0, int64_t dim1) {
   int64_t nd = x->ndim();
   int64_t d0 = wrap_dim(dim0, nd), d1 = wrap_dim(dim1, nd);
+  if (nd == 0) return permute(x, {});  // a 0-d tensor transposes to itself (a copy)
   std::vector<int64_t> perm((size_t)nd);
   for (int64_t i = 0; i < nd; i++) perm[(size_t)i] = i;
   std::swap(perm[(size_t)d0], perm[(size_t)d1]);

@@ -50,6 +50,7 @@ Optimizer *optimizer_adam(const std::vector<Ref> &params, double lr, double beta
     opt->m.push_back(ops::full(p->shape, 0.0, p->dtype, p->device));
     opt->v.push_back(ops::full(p->shape, 0.0, p->dtype, p->device));
   }
+  opt->param_steps.assign(params.size(), 0);
   opt->lr = lr;
   opt->beta1 = beta1;
   opt->beta2 = beta2;
@@ -96,18 +97,18 @@ void adam_step(Optimizer &opt) {
     std::vector<const void *> g;
     std::vector<int64_t> n;
   };
-  std::map<std::pair<int, int>, Group> groups;
+  // As torch, each parameter counts its own updates: group by (device, dtype, step).
+  std::map<std::tuple<int, int, int64_t>, Group> groups;
   for (size_t i = 0; i < opt.params.size(); i++) {
     Tensor &p = *opt.params[i];
     if (!p.grad) continue;
-    Group &grp = groups[std::make_pair((int)p.device, (int)p.dtype)];
+    Group &grp = groups[std::make_tuple((int)p.device, (int)p.dtype, opt.param_steps[i] + 1)];
     grp.p.push_back(p.data());
     grp.g.push_back(p.grad->data());
     grp.m.push_back(opt.m[i]->data());
     grp.v.push_back(opt.v[i]->data());
     grp.n.push_back(p.numel());
   }
-  opt.steps++;
   for (auto &kv : groups) {
     Group &grp = kv.second;
     AdamArgs a;
@@ -117,16 +118,20 @@ void adam_step(Optimizer &opt) {
     a.m = grp.m.data();
     a.v = grp.v.data();
     a.numel = grp.n.data();
-    a.dtype = (DType)kv.first.second;
+    a.dtype = (DType)std::get<1>(kv.first);
     a.lr = opt.lr;
     a.beta1 = opt.beta1;
     a.beta2 = opt.beta2;
     a.eps = opt.eps;
     a.weight_decay = opt.weight_decay;
     a.decoupled = opt.kind == Optimizer::Kind::ADAMW;
-    a.step = opt.steps;
-    backend_for((Device)kv.first.first).adam_step(a);
+    a.step = std::get<2>(kv.first);
+    backend_for((Device)std::get<0>(kv.first)).adam_step(a);
   }
+  // Counted after every group ran, so a failed update does not advance the counters.
+  for (size_t i = 0; i < opt.params.size(); i++)
+    if (opt.params[i]->grad) opt.param_steps[i]++;
+  opt.steps++;
 }
 }  // namespace
 

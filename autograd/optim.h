@@ -10,6 +10,7 @@ struct mt_optimizer {
   std::vector<mt::Ref> params;
   std::vector<mt::Ref> velocity;  // SGD: per parameter, created at its first update (momentum != 0)
   std::vector<mt::Ref> m, v;      // Adam: moments per parameter, zeros at creation
+  std::vector<int64_t> param_steps;  // Adam: updates each parameter received (bias correction)
   double lr = 0, momentum = 0, weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;

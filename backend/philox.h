@@ -1,7 +1,8 @@
 // philox.h - Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as
 // 1, 2, 3", SC'11), the counter-based generator cuRAND also uses. Element i of a
-// tensor drawn with `seed` uses counter block i/4, so any device (or a kernel
-// thread) can produce any element independently and every device agrees.
+// tensor drawn with `seed` uses counter block i (of which it keeps one or two words), so
+// any device (or a kernel thread) can produce any element independently and every
+// device agrees.
 #pragma once
 
 #include <cmath>

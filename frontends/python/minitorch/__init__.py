@@ -1,0 +1,180 @@
+"""minitorch: a PyTorch-shaped Python package over libminitorch.so (ctypes only).
+
+    import minitorch
+    from minitorch import nn
+
+    model = nn.Sequential(nn.Linear(2, 4), nn.Sigmoid(), nn.Linear(4, 1))
+    opt = minitorch.optim.SGD(model.parameters(), lr=0.5)
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+
+The library is found through MINITORCH_LIB, then the repository's build/, then the
+system loader; see minitorch._lib.
+"""
+
+from . import _dtype, _lib
+from ._dtype import (Size, bfloat16, device, dtype, float16, float32, float64, get_default_device,
+                     get_default_dtype, int32, int64, set_default_device, set_default_dtype, uint8)
+from ._errors import (CudaError, DeviceError, DTypeError, InputOutputError, InternalError,
+                      InvalidArgumentError, MinitorchError, OutOfMemoryError, ShapeError, StateError,
+                      UnsupportedError)
+from ._factory import (Generator, arange, default_generator, full, full_like, initial_seed, is_tensor,
+                       manual_seed, ones, ones_like, rand, rand_like, randn, randn_like, randperm, seed, tensor,
+                       zeros, zeros_like)
+from ._core import promote_types, result_type
+from ._tensor import Tensor
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import autograd, cuda, data, testing  # noqa: E402  (submodules)
+from . import nn, optim  # noqa: E402
+
+# torch-style aliases of dtypes
+float = float32
+double = float64
+half = float16
+int = int32
+long = int64
+
+__version__ = _lib.lib.mt_version().decode()
+ABI_VERSION = _lib.ABI_VERSION
+
+
+def live_tensors():
+    """Tensor handles alive in the library now (held by Python, the tape or as .grad)."""
+    return _lib.lib.mt_live_tensors()
+
+
+def live_bytes(device="cpu"):
+    """Bytes the library holds on a device now."""
+    return _lib.lib.mt_live_bytes(_dtype.as_device(device).code)
+
+
+def library_path():
+    """The path of the loaded libminitorch.so."""
+    return _lib.lib.path
+
+
+# Functional forms of the Tensor methods, as torch.add(a, b) etc.
+
+def add(input, other, alpha=1):
+    return input.add(other, alpha=alpha)
+
+
+def sub(input, other, alpha=1):
+    return input.sub(other, alpha=alpha)
+
+
+def mul(input, other):
+    return input.mul(other)
+
+
+def div(input, other):
+    return input.div(other)
+
+
+def pow(input, exponent):
+    return input.pow(exponent)
+
+
+def matmul(input, other):
+    return input.matmul(other)
+
+
+def neg(input):
+    return input.neg()
+
+
+def softmax(input, dim):
+    return input.softmax(dim)
+
+
+def log_softmax(input, dim):
+    return input.log_softmax(dim)
+
+
+def max(input, dim=None, keepdim=False):
+    return input.max(dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):
+    return input.min(dim, keepdim)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return input.argmax(dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return input.argmin(dim, keepdim)
+
+
+def index_select(input, dim, index):
+    from ._indexing import _as_index_tensor, _select
+    return _select(input, dim if dim >= 0 else dim + input.ndim, _as_index_tensor(index, input.device))
+
+
+def relu(input):
+    return input.relu()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def exp(input):
+    return input.exp()
+
+
+def log(input):
+    return input.log()
+
+
+def sum(input, dim=None, keepdim=False):
+    return input.sum(dim, keepdim)
+
+
+def mean(input, dim=None, keepdim=False):
+    return input.mean(dim, keepdim)
+
+
+def reshape(input, shape):
+    return input.reshape(shape)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return input.flatten(start_dim, end_dim)
+
+
+def squeeze(input, dim=None):
+    return input.squeeze(dim)
+
+
+def unsqueeze(input, dim):
+    return input.unsqueeze(dim)
+
+
+def transpose(input, dim0, dim1):
+    return input.transpose(dim0, dim1)
+
+
+def permute(input, dims):
+    return input.permute(dims)
+
+
+def t(input):
+    return input.t()
+
+
+def detach(input):
+    return input.detach()
+
+
+def clone(input):
+    return input.clone()
+
+
+def numel(input):
+    return input.numel()

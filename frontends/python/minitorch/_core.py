@@ -1,0 +1,175 @@
+"""Helpers shared by Tensor and the functional ops: calling an mt_ op and wrapping its
+result, dtype promotion (torch's rules on minitorch's dtypes), Python scalars, and the
+one-line op builders (_unary_op, _dim_op, _reduction)."""
+
+import numbers
+import operator
+from ctypes import byref, c_int64, c_void_p
+
+from . import _dtype as D
+from ._lib import lib
+
+# The Tensor class; _tensor.py, which defines it on top of these helpers, sets it.
+Tensor = None
+
+# ------------------------------------------------------------------ handles
+
+
+def _new(fn, *args):
+    """Calls an mt_ function whose first parameter is mt_tensor **out; wraps the result."""
+    out = c_void_p()
+    fn(byref(out), *args)
+    return Tensor._from_handle(out.value)
+
+
+def _int64_array(values):
+    n = len(values)
+    return ((c_int64 * n)(*values) if n else None), n
+
+
+def _cast(t, dt):
+    return t if t.dtype is dt else _new(lib.mt_tensor_cast, t, dt.code)
+
+
+def _floating(t):
+    """Integer tensors entering a floating op become the default float dtype (as torch)."""
+    return t if t.dtype.is_floating_point else _cast(t, D.get_default_dtype())
+
+
+def _scalar_tensor(value, like):
+    """A 0-d tensor holding value, with like's dtype and device."""
+    return _new(lib.mt_tensor_full, None, 0, float(value), like.dtype.code, like.device.code)
+
+
+def _is_scalar(x):
+    return isinstance(x, numbers.Number) and not isinstance(x, complex)
+
+
+def _is_integral(x):
+    return isinstance(x, numbers.Integral)
+
+
+def _for_scalar(t, s):
+    """torch's promotion for tensor (op) Python scalar: an integer tensor meeting a
+    non-integral scalar becomes the default float dtype; otherwise the tensor's dtype."""
+    if not t.dtype.is_floating_point and not _is_integral(s):
+        return _cast(t, D.get_default_dtype())
+    return t
+
+
+_INT_RANK = {D.uint8: 0, D.int32: 1, D.int64: 2}
+
+
+def promote_types(a, b):
+    """The dtype two tensors of dtypes a and b compute in (torch's lattice on our dtypes)."""
+    if a is b:
+        return a
+    if a.is_floating_point and b.is_floating_point:
+        return D.float64 if D.float64 in (a, b) else D.float32
+    if a.is_floating_point:
+        return a
+    if b.is_floating_point:
+        return b
+    return a if _INT_RANK[a] >= _INT_RANK[b] else b
+
+
+def result_type(a, b):
+    """torch.result_type for two tensors: a 0-d tensor does not widen a dimensioned one
+    of the same category (float or integer)."""
+    da, db = a.dtype, b.dtype
+    if da is db:
+        return da
+    a0, b0 = a.ndim == 0, b.ndim == 0
+    if a0 != b0:
+        dim_t, zero_t = (b, a) if a0 else (a, b)
+        if dim_t.dtype.is_floating_point == zero_t.dtype.is_floating_point:
+            return dim_t.dtype
+        if dim_t.dtype.is_floating_point:
+            return dim_t.dtype
+        return D.get_default_dtype()
+    return promote_types(da, db)
+
+
+def _binary(fn, a, b):
+    dt = result_type(a, b)
+    return _new(fn, _cast(a, dt), _cast(b, dt))
+
+
+# -------------------------------------------------------- op table helpers
+# Adding an op of the C ABI to Tensor is one line in its class body (_tensor.py), e.g.
+#   softmax = _dim_op("mt_softmax")
+
+
+def _unary_op(cname, floating=False):
+    fn = getattr(lib, cname)
+    if floating:
+        def op(self):
+            return _new(fn, _floating(self))
+    else:
+        def op(self):
+            return _new(fn, self)
+    op.__name__ = cname[3:]
+    op.__doc__ = "Elementwise %s (%s)." % (cname[3:], cname)
+    return op
+
+
+def _dim_op(cname):
+    """An op of signature (out, x, int64 dim)."""
+    fn = getattr(lib, cname)
+
+    def op(self, dim):
+        return _new(fn, _floating(self), operator.index(dim))
+    op.__name__ = cname[3:]
+    op.__doc__ = "%s along dim (%s)." % (cname[3:], cname)
+    return op
+
+
+def _reduction(cname_all, cname_dim):
+    """sum/mean: over all elements, one dim or a tuple of dims, with keepdim."""
+    fn_all, fn_dim = getattr(lib, cname_all), getattr(lib, cname_dim)
+
+    def op(self, dim=None, keepdim=False):
+        if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+            out = _new(fn_all, self)
+            if keepdim and self.ndim:
+                out = out.reshape([1] * self.ndim)
+            return out
+        if isinstance(dim, (tuple, list)):
+            nd = self.ndim
+            dims = sorted({_wrap_dim(d, nd) for d in dim}, reverse=True)
+            if len(dims) != len(dim):
+                raise ValueError("dim %r names a dimension more than once" % (tuple(dim),))
+            out = self
+            for d in dims:      # descending, so the dims still to reduce keep their index
+                out = _new(fn_dim, out, d, 1 if keepdim else 0)
+            return out
+        return _new(fn_dim, self, operator.index(dim), 1 if keepdim else 0)
+    op.__name__ = cname_all[3:]
+    op.__doc__ = ("%s(dim=None, keepdim=False): over every element (0-d result), one dim or a "
+                  "tuple of dims (%s, %s)." % (cname_all[3:], cname_all, cname_dim))
+    return op
+
+
+def _wrap_dim(d, ndim):
+    d = operator.index(d)
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError("dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                         % (-n, n - 1, d))
+    return d + n if d < 0 else d
+
+
+def _shape_args(args):
+    """(2, 3) or ((2, 3),) or ([2, 3],) -> (2, 3)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return tuple(operator.index(s) for s in args)
+
+
+def _checked(result, name, other):
+    if result is NotImplemented:
+        raise TypeError("%s(): expected a Tensor or a number, got %s" % (name, type(other).__name__))
+    return result
+
+
+NOT_IN_ABI = ("{what} is not available: the C ABI (abi/minitorch.h) has no {need} yet")

@@ -1,0 +1,617 @@
+"""Tensor: a Python object that owns one reference to an mt_tensor handle.
+
+Contents
+  handles ........ Tensor._from_handle, close/__del__ (release exactly once)
+  metadata ....... shape, dtype, device, requires_grad, grad, numel, ...
+  host data ...... item, tolist, numpy, __repr__
+  conversions .... to, cpu, cuda, float, double, ..., detach, clone
+  operators ...... + - * / @ ** unary-, with Python scalars, broadcasting and type promotion
+  ops ............ one line each: relu, sigmoid, tanh, exp, log, softmax, sum, mean, ...
+  reductions ..... max/min (values, indices), argmax/argmin
+  shape ops ...... reshape/view, flatten, squeeze/unsqueeze, transpose, permute, t, T
+  autograd ....... backward
+In-place ops (copy_, zero_, add_, +=, ...) come from InplaceMixin (_inplace.py), indexing
+from IndexingMixin (_indexing.py); the helpers (op calls, dtype promotion, op builders) from _core.py.
+
+Every op result is a fresh Tensor owning a new reference; the C library keeps its own
+references for the tape, so Python may drop intermediates at any time.
+"""
+
+import ctypes
+import operator
+from collections import namedtuple
+from ctypes import byref, c_double, c_int32, c_int64, c_void_p
+
+from . import _convert, _core, _format
+from . import _dtype as D
+from ._core import (NOT_IN_ABI, _binary, _cast, _checked, _dim_op, _floating, _for_scalar,
+                    _int64_array, _is_scalar, _new, _reduction, _scalar_tensor, _shape_args,
+                    _unary_op, _wrap_dim, result_type)
+from ._indexing import IndexingMixin
+from ._inplace import InplaceMixin
+from ._lib import lib
+from .autograd import enable_grad
+
+# What max(dim)/min(dim) return, as torch.return_types.max.
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+
+class Tensor(IndexingMixin, InplaceMixin):
+    """An n-dimensional array on a device, recorded for autograd when it requires grad.
+
+    Create tensors with minitorch.tensor(), zeros(), ones(), full(), rand(), randn(),
+    arange(); never with Tensor(...) directly. A tensor releases its handle exactly once,
+    when it is garbage collected or at an explicit close() (also `with t: ...`).
+    """
+
+    _h = None
+    _shape = None
+    _dtype = None
+    _device = None
+    __array_priority__ = 1000     # numpy defers mixed operators to Tensor
+    __array_ufunc__ = None
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("minitorch.Tensor is not constructed directly; use minitorch.tensor(data), "
+                        "minitorch.zeros(...) or another factory")
+
+    @classmethod
+    def _from_handle(cls, handle):
+        """Wraps a handle, taking over the caller's one reference."""
+        t = object.__new__(cls)
+        t._h = handle
+        return t
+
+    @property
+    def _as_parameter_(self):
+        """What ctypes passes for a Tensor argument: its mt_tensor * (NULL once closed, which
+        the library refuses with MT_ERR_INVALID_ARGUMENT)."""
+        return self._h
+
+    def close(self):
+        """Releases the handle now; the tensor is unusable afterwards. Idempotent."""
+        h, self._h = self._h, None
+        if h is not None:
+            lib.mt_tensor_release(h)
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __del__(self, _release=lib.mt_tensor_release):
+        h = self._h
+        if h is not None:
+            self._h = None
+            try:
+                _release(h)
+            except Exception:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # --------------------------------------------------------------- metadata
+
+    @property
+    def shape(self):
+        s = self._shape
+        if s is None:
+            n = c_int64()
+            lib.mt_tensor_ndim(self, byref(n))
+            dims = (c_int64 * max(n.value, 1))()
+            lib.mt_tensor_shape(self, dims)
+            s = self._shape = D.Size(dims[:n.value])
+        return s
+
+    def size(self, dim=None):
+        s = self.shape
+        return s if dim is None else s[_wrap_dim(dim, len(s))]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return self.shape.numel()
+
+    nelement = numel
+
+    @property
+    def dtype(self):
+        d = self._dtype
+        if d is None:
+            code = c_int32()
+            lib.mt_tensor_dtype(self, byref(code))
+            d = self._dtype = D.dtype_from_code(code.value)
+        return d
+
+    @property
+    def device(self):
+        d = self._device
+        if d is None:
+            code = c_int32()
+            lib.mt_tensor_device(self, byref(code))
+            d = self._device = D.device_from_code(code.value)
+        return d
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def data_ptr(self):
+        """Address of the first element (device memory for CUDA tensors)."""
+        p = c_void_p()
+        lib.mt_tensor_data_ptr(self, byref(p))
+        return p.value or 0
+
+    def is_contiguous(self):
+        return True          # every minitorch tensor is dense and row-major
+
+    def contiguous(self):
+        return self
+
+    @property
+    def requires_grad(self):
+        v = c_int64()
+        lib.mt_tensor_requires_grad(self, byref(v))
+        return bool(v.value)
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        lib.mt_tensor_set_requires_grad(self, 1 if flag else 0)
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad(self):
+        """The accumulated gradient (a tensor sharing the gradient's storage), or None."""
+        out = c_void_p()
+        lib.mt_tensor_grad(byref(out), self)
+        return None if out.value is None else Tensor._from_handle(out.value)
+
+    @grad.setter
+    def grad(self, value):
+        raise NotImplementedError(NOT_IN_ABI.format(
+            what="assigning .grad", need="function to set or drop a gradient (mt_tensor_set_grad)")
+            + "; use zero_grad() on the module or optimizer instead")
+
+    def _zero_grad(self):
+        """Sets every element of the gradient to zero (no-op without one)."""
+        lib.mt_tensor_zero_grad(self)
+
+    @property
+    def data(self):
+        """A tensor on the same storage that does not require grad."""
+        return self.detach()
+
+    # -------------------------------------------------------------- host data
+
+    def _host_buffer(self):
+        nbytes = self.numel() * self.dtype.itemsize
+        buf = (ctypes.c_char * nbytes)()
+        if nbytes:
+            lib.mt_tensor_copy_to_host(self, buf, nbytes)
+        return buf
+
+    def _host_flat(self):
+        return _convert.decode(bytes(self._host_buffer()), self.dtype, self.numel())
+
+    def item(self):
+        """The value of a one-element tensor as a Python float or int."""
+        if self.dtype.is_floating_point:
+            v = c_double()
+            lib.mt_tensor_item(self, byref(v))
+            return v.value
+        n = self.numel()
+        if n != 1:
+            raise ValueError("a Tensor with %d elements cannot be converted to Scalar" % n)
+        return self._host_flat()[0]
+
+    def tolist(self):
+        """Nested Python lists (a number for a 0-d tensor)."""
+        return _convert.nest(self._host_flat(), self.shape)
+
+    def numpy(self):
+        """A numpy array holding a copy of the values (CPU tensors, numpy must be importable)."""
+        try:
+            import numpy as np
+        except ImportError:
+            raise ImportError("Tensor.numpy() needs numpy, which is not installed; use tolist()") from None
+        if self.device.type != "cpu":
+            raise TypeError("can't convert %s device type tensor to numpy. Use Tensor.cpu() to copy "
+                            "the tensor to host memory first." % self.device)
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        if self.dtype is D.bfloat16:
+            raise TypeError("numpy has no bfloat16; convert with .float() first")
+        buf = self._host_buffer()
+        return np.frombuffer(buf, dtype=np.dtype(self.dtype.format)).reshape(tuple(self.shape))
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        if self._h is None:
+            return "tensor(<closed>)"
+        return _format.format_tensor(self._host_flat(), self.shape, self.dtype, self.device,
+                                     self.requires_grad)
+
+    def __reduce__(self):
+        return (_rebuild_tensor, (bytes(self._host_buffer()), tuple(self.shape), self.dtype.name,
+                                  str(self.device), self.requires_grad))
+
+    # ------------------------------------------------------------ conversions
+
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(device, dtype), to(other_tensor); keywords device=,
+        dtype=, copy=. Returns self when nothing changes (unless copy=True)."""
+        dev = dt = None
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        for a in list(args) + [kwargs.pop("device", None), kwargs.pop("dtype", None)]:
+            if a is None:
+                continue
+            if isinstance(a, D.dtype):
+                dt = a
+            elif isinstance(a, Tensor):
+                dev, dt = a.device, a.dtype
+            else:
+                dev = D.as_device(a)
+        if kwargs:
+            raise TypeError("to() got unexpected keyword arguments %s" % ", ".join(sorted(kwargs)))
+        out = self
+        move = dev is not None and dev != self.device
+        if dt is not None and dt is not self.dtype and dt.itemsize <= self.dtype.itemsize:
+            out = _new(lib.mt_tensor_cast, out, dt.code)     # shrink before crossing devices
+        if move:
+            out = _new(lib.mt_tensor_to, out, dev.code)
+        if dt is not None and out.dtype is not dt:
+            out = _new(lib.mt_tensor_cast, out, dt.code)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to(D.device("cuda", device))
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "minitorch." + self.dtype.name
+        return self.to(dtype)
+
+    def float(self):
+        return self.to(D.float32)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def half(self):
+        return self.to(D.float16)
+
+    def bfloat16(self):
+        return self.to(D.bfloat16)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def byte(self):
+        return self.to(D.uint8)
+
+    def detach(self):
+        """A new tensor on the same storage that does not require grad."""
+        return _new(lib.mt_tensor_detach, self)
+
+    def clone(self):
+        """A copy with its own storage (differentiable)."""
+        return _new(lib.mt_tensor_clone, self)
+
+    # -------------------------------------------------------------- operators
+
+    def _add(self, other):
+        if _is_scalar(other):
+            return _new(lib.mt_add_scalar, _for_scalar(self, other), float(other))
+        if isinstance(other, Tensor):
+            return _binary(lib.mt_add, self, other)
+        return NotImplemented
+
+    def _sub(self, other):
+        if _is_scalar(other):
+            return _new(lib.mt_add_scalar, _for_scalar(self, other), -float(other))
+        if isinstance(other, Tensor):
+            return _binary(lib.mt_sub, self, other)
+        return NotImplemented
+
+    def _mul(self, other):
+        if _is_scalar(other):
+            return _new(lib.mt_mul_scalar, _for_scalar(self, other), float(other))
+        if isinstance(other, Tensor):
+            return _binary(lib.mt_mul, self, other)
+        return NotImplemented
+
+    def _div(self, other):
+        # Division by a 0-d tensor of the value, not a multiply by its reciprocal, so
+        # x / 3 rounds as torch does.
+        if _is_scalar(other):
+            x = _floating(self)
+            return _new(lib.mt_div, x, _scalar_tensor(other, x))
+        if isinstance(other, Tensor):
+            dt = result_type(self, other)
+            if not dt.is_floating_point:
+                dt = D.get_default_dtype()       # true division of integers
+            return _new(lib.mt_div, _cast(self, dt), _cast(other, dt))
+        return NotImplemented
+
+    def _pow(self, exponent):
+        if _is_scalar(exponent):
+            return _new(lib.mt_pow_scalar, _for_scalar(self, exponent), float(exponent))
+        if isinstance(exponent, Tensor):
+            raise TypeError(NOT_IN_ABI.format(what="a tensor exponent",
+                                               need="elementwise pow of two tensors (mt_pow)"))
+        return NotImplemented
+
+    def _matmul(self, other):
+        if not isinstance(other, Tensor):
+            return NotImplemented
+        dt = result_type(self, other)
+        a, b = _cast(self, dt), _cast(other, dt)
+        if a.ndim == 1 and b.ndim == 1:
+            return _new(lib.mt_matmul, a.reshape(1, -1), b.reshape(-1, 1)).reshape(())
+        if a.ndim == 1:
+            out = _new(lib.mt_matmul, a.reshape(1, -1), b)
+            return out.reshape(out.shape[:-2] + out.shape[-1:])
+        if b.ndim == 1:
+            out = _new(lib.mt_matmul, a, b.reshape(-1, 1))
+            return out.reshape(out.shape[:-1])
+        return _new(lib.mt_matmul, a, b)
+
+    __add__ = __radd__ = _add
+    __sub__ = _sub
+    __mul__ = __rmul__ = _mul
+    __truediv__ = _div
+    __pow__ = _pow
+    __matmul__ = _matmul
+
+    def add(self, other, alpha=1):
+        """self + alpha * other (other a tensor or a number, broadcast)."""
+        return _checked(self._add(other if alpha == 1 else other * alpha), "add", other)
+
+    def sub(self, other, alpha=1):
+        """self - alpha * other."""
+        return _checked(self._sub(other if alpha == 1 else other * alpha), "sub", other)
+
+    subtract = sub
+
+    def mul(self, other):
+        return _checked(self._mul(other), "mul", other)
+
+    multiply = mul
+
+    def div(self, other):
+        """True division (integer inputs give the default float dtype)."""
+        return _checked(self._div(other), "div", other)
+
+    divide = true_divide = div
+
+    def pow(self, exponent):
+        """self ** exponent for a number exponent (mt_pow_scalar)."""
+        return _checked(self._pow(exponent), "pow", exponent)
+
+    def matmul(self, other):
+        """[m,k]@[k,n], [b,m,k]@[b,k,n], [b,m,k]@[k,n]; 1-D operands as torch (a vector
+        is a row on the left, a column on the right, dropped from the result)."""
+        return _checked(self._matmul(other), "matmul", other)
+
+    def __rsub__(self, other):
+        if _is_scalar(other):
+            return _new(lib.mt_add_scalar, _new(lib.mt_neg, _for_scalar(self, other)), float(other))
+        return NotImplemented
+
+    def __rtruediv__(self, other):
+        if _is_scalar(other):
+            x = _floating(self)
+            return _new(lib.mt_div, _scalar_tensor(other, x), x)
+        return NotImplemented
+
+    def __rmatmul__(self, other):
+        return NotImplemented
+
+    def __neg__(self):
+        return _new(lib.mt_neg, self)
+
+    def __pos__(self):
+        return self
+
+    def _no_comparison(self, other):
+        if isinstance(other, Tensor) or _is_scalar(other):
+            raise TypeError(NOT_IN_ABI.format(what="elementwise comparison",
+                                               need="comparison ops (mt_eq, mt_lt, ...)"))
+        return NotImplemented
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _no_comparison
+    __hash__ = object.__hash__
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with %s values is ambiguous"
+                               % ("no" if self.numel() == 0 else "more than one"))
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    # -------------------------------------------------------------------- ops
+    # One line per op of the C ABI.
+
+    neg = negative = _unary_op("mt_neg")
+    relu = _unary_op("mt_relu")
+    sigmoid = _unary_op("mt_sigmoid", floating=True)
+    tanh = _unary_op("mt_tanh", floating=True)
+    exp = _unary_op("mt_exp", floating=True)
+    log = _unary_op("mt_log", floating=True)
+    softmax = _dim_op("mt_softmax")
+    log_softmax = _dim_op("mt_log_softmax")
+    sum = _reduction("mt_sum", "mt_sum_dim")
+    mean = _reduction("mt_mean", "mt_mean_dim")
+
+    # ------------------------------------------------------------- reductions
+
+    def max(self, dim=None, keepdim=False):
+        """max() -> 0-d maximum; max(dim, keepdim=False) -> (values, indices) of the first
+        maximum along dim (mt_max_dim; the gradient goes to that element)."""
+        if dim is None:
+            if keepdim:
+                raise TypeError("max() without dim does not take keepdim")
+            values = c_void_p()
+            lib.mt_max_dim(byref(values), None, self.reshape(-1), 0, 0)
+            return Tensor._from_handle(values.value)
+        values, indices = c_void_p(), c_void_p()
+        lib.mt_max_dim(byref(values), byref(indices), self, operator.index(dim), 1 if keepdim else 0)
+        return MaxResult(Tensor._from_handle(values.value), Tensor._from_handle(indices.value))
+
+    def min(self, dim=None, keepdim=False):
+        """As max(), of -self: min(x) = -max(-x), and the first maximum of -x is the first
+        minimum of x (negation is exact, so the values are too)."""
+        if dim is None:
+            return (-self).max().neg()
+        values, indices = (-self).max(dim, keepdim)
+        return MinResult(values.neg(), indices)
+
+    def argmax(self, dim=None, keepdim=False):
+        """Index of the first maximum along dim (int64); over the flattened tensor when dim
+        is None."""
+        if dim is None:
+            out = _new(lib.mt_argmax, self.reshape(-1), 0, 0)
+            return out.reshape([1] * self.ndim) if keepdim else out
+        return _new(lib.mt_argmax, self, operator.index(dim), 1 if keepdim else 0)
+
+    def argmin(self, dim=None, keepdim=False):
+        return (-self).argmax(dim, keepdim)
+
+    # ------------------------------------------------------------- shape ops
+
+    def reshape(self, *shape):
+        """A view with the given shape (one dim may be -1); shares storage (mt_reshape)."""
+        arr, n = _int64_array(_shape_args(shape))
+        return _new(lib.mt_reshape, self, arr, n)
+
+    view = reshape
+
+    def view_as(self, other):
+        return self.reshape(other.shape)
+
+    reshape_as = view_as
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        s = self.shape
+        if not s:
+            return self.reshape(1)
+        a, b = _wrap_dim(start_dim, len(s)), _wrap_dim(end_dim, len(s))
+        if a > b:
+            raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
+        n = 1
+        for d in s[a:b + 1]:
+            n *= d
+        return self.reshape(tuple(s[:a]) + (n,) + tuple(s[b + 1:]))
+
+    def unsqueeze(self, dim):
+        s = list(self.shape)
+        d = _wrap_dim(dim, len(s) + 1)
+        s.insert(d, 1)
+        return self.reshape(s)
+
+    def squeeze(self, dim=None):
+        s = list(self.shape)
+        if dim is None:
+            return self.reshape([d for d in s if d != 1])
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        drop = {_wrap_dim(d, len(s)) for d in dims} if s else set()
+        return self.reshape([n for i, n in enumerate(s) if not (i in drop and n == 1)])
+
+    def transpose(self, dim0, dim1):
+        """Swaps two dims (a copy, mt_transpose)."""
+        return _new(lib.mt_transpose, self, operator.index(dim0), operator.index(dim1))
+
+    swapaxes = transpose
+
+    def permute(self, *dims):
+        """Reorders dims: out.shape[i] = self.shape[dims[i]] (a copy, mt_permute)."""
+        arr, n = _int64_array(_shape_args(dims))
+        return _new(lib.mt_permute, self, arr, n)
+
+    def t(self):
+        if self.ndim > 2:
+            raise ValueError("t() expects a tensor with <= 2 dimensions, but self is %dD" % self.ndim)
+        return self.transpose(0, 1) if self.ndim == 2 else self
+
+    @property
+    def T(self):
+        n = self.ndim
+        if n < 2:
+            return self
+        return self.permute(list(range(n - 1, -1, -1)))
+
+    # --------------------------------------------------------------- autograd
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        """Accumulates d(self)/d(leaf) into .grad of every leaf that requires grad, then
+        clears the tape. self must have one element unless gradient (same shape) is given."""
+        if create_graph:
+            raise NotImplementedError(NOT_IN_ABI.format(what="create_graph=True",
+                                                         need="higher-order gradients"))
+        if retain_graph:
+            raise NotImplementedError("retain_graph=True is not available: mt_backward clears the "
+                                      "tape; run the forward pass again instead")
+        if gradient is None:
+            lib.mt_backward(self)
+            return
+        with enable_grad():
+            # d/dx sum(self * gradient) is the vector-Jacobian product with gradient.
+            lib.mt_backward((self * gradient).sum())
+
+
+def _rebuild_tensor(raw, shape, dtype_name, device_str, requires_grad):
+    from ._factory import _from_bytes
+    t = _from_bytes(raw, shape, D._dtype_by_name(dtype_name), D.device(device_str))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+_core.Tensor = Tensor

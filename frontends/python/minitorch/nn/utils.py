@@ -1,0 +1,23 @@
+"""minitorch.nn.utils: gradient clipping."""
+
+from ctypes import byref, c_void_p
+
+from .._lib import lib
+from .._tensor import Tensor
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scales the gradients so that their global L2 norm is at most max_norm (eps 1e-6);
+    returns the norm before clipping as a 0-d tensor (mt_clip_grad_norm, no sync)."""
+    if float(norm_type) != 2.0:
+        raise NotImplementedError("only norm_type=2 is available (mt_clip_grad_norm)")
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    arr = (c_void_p * len(params))(*[p._as_parameter_ for p in params])
+    out = c_void_p()
+    lib.mt_clip_grad_norm(byref(out), arr, len(params), float(max_norm))
+    norm = Tensor._from_handle(out.value)
+    if error_if_nonfinite:
+        v = norm.item()
+        if v != v or v in (float("inf"), float("-inf")):
+            raise RuntimeError("The total norm of order 2.0 for gradients from `parameters` is non-finite")
+    return norm

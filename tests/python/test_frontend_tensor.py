@@ -1,0 +1,504 @@
+"""Tensor creation, metadata, host round trips, conversions, repr, lifetime, in-place ops."""
+
+import array
+import gc
+import math
+import os
+import pickle
+import struct
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_frontend_support import DEVICE, TestCase, mt  # noqa: E402
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+
+def f32(x):
+    """x rounded to float32, as Python sees a float32 element."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+class FactoryTest(TestCase):
+    def test_tensor_from_nested_lists(self):
+        t = mt.tensor([[1.5, 2.0, -3.25], [4.0, 5.0, 6.0]])
+        self.assertEqual(t.shape, (2, 3))
+        self.assertIsInstance(t.shape, mt.Size)
+        self.assertEqual(repr(t.shape), "minitorch.Size([2, 3])")
+        self.assertIs(t.dtype, mt.float32)
+        self.assertEqual(t.device, DEVICE)
+        self.assertEqual(t.tolist(), [[1.5, 2.0, -3.25], [4.0, 5.0, 6.0]])
+        self.assertFalse(t.requires_grad)
+        self.assertEqual(t.ndim, 2)
+        self.assertEqual(t.dim(), 2)
+        self.assertEqual(t.numel(), 6)
+        self.assertEqual(t.size(), (2, 3))
+        self.assertEqual(t.size(-1), 3)
+        self.assertEqual(len(t), 2)
+
+    def test_dtype_inference(self):
+        self.assertIs(mt.tensor([1, 2, 3]).dtype, mt.int64)
+        self.assertIs(mt.tensor([1, 2.5]).dtype, mt.float32)
+        self.assertIs(mt.tensor([True, False]).dtype, mt.uint8)
+        self.assertIs(mt.tensor(3).dtype, mt.int64)
+        self.assertIs(mt.tensor(3.0).dtype, mt.float32)
+        self.assertIs(mt.tensor([]).dtype, mt.float32)
+        self.assertEqual(mt.tensor([True, False]).tolist(), [1, 0])
+
+    def test_explicit_dtypes_round_trip(self):
+        vals = [0.0, 1.5, -2.25, 1000.0]
+        for dt in (mt.float32, mt.float64, mt.float16, mt.bfloat16):
+            t = mt.tensor(vals, dtype=dt)
+            self.assertIs(t.dtype, dt)
+            self.assertEqual(t.tolist(), vals, dt)        # all exactly representable
+        self.assertEqual(mt.tensor([1.7, -1.7, 3], dtype=mt.int64).tolist(), [1, -1, 3])  # truncation
+        self.assertEqual(mt.tensor([2 ** 40, -5], dtype=mt.int64).tolist(), [2 ** 40, -5])
+        self.assertEqual(mt.tensor([2 ** 31 - 1, -2 ** 31], dtype=mt.int32).tolist(), [2 ** 31 - 1, -2 ** 31])
+        self.assertEqual(mt.tensor([0, 255], dtype=mt.uint8).tolist(), [0, 255])
+        self.assertEqual(mt.tensor(0.1, dtype=mt.float64).item(), 0.1)
+        self.assertEqual(mt.tensor(0.1).item(), f32(0.1))
+        # float16/bfloat16 round to nearest
+        self.assertEqual(mt.tensor([1.0 + 2 ** -11], dtype=mt.float16).item(), 1.0)
+        self.assertEqual(mt.tensor([3.14159], dtype=mt.bfloat16).item(), 3.140625)
+
+    def test_ragged_and_bad_data(self):
+        with self.assertRaises(ValueError):
+            mt.tensor([[1, 2], [3]])
+        with self.assertRaises(ValueError):
+            mt.tensor([[1, 2], 3])
+        with self.assertRaises(TypeError):
+            mt.tensor(["a"])
+        with self.assertRaises(TypeError):
+            mt.tensor(object())
+        with self.assertRaises(OverflowError):
+            mt.tensor([256], dtype=mt.uint8)
+
+    def test_tensor_from_buffers(self):
+        t = mt.tensor(array.array("f", [1.0, 2.5, -3.0]))
+        self.assertIs(t.dtype, mt.float32)
+        self.assertEqual(t.tolist(), [1.0, 2.5, -3.0])
+        self.assertIs(mt.tensor(array.array("d", [1.0])).dtype, mt.float64)
+        self.assertIs(mt.tensor(array.array("q", [1, -2])).dtype, mt.int64)
+        self.assertIs(mt.tensor(array.array("i", [1, -2])).dtype, mt.int32)
+        self.assertEqual(mt.tensor(array.array("h", [1, -2])).tolist(), [1, -2])
+        self.assertEqual(mt.tensor(bytearray(b"\x01\xff")).tolist(), [1, 255])
+        m = memoryview(array.array("d", [1, 2, 3, 4, 5, 6])).cast("B").cast("d", (2, 3))
+        self.assertEqual(mt.tensor(m).tolist(), [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        self.assertEqual(mt.tensor(array.array("d", [1.5]), dtype=mt.float32).tolist(), [1.5])
+        self.assertEqual(mt.tensor(array.array("d", [1.7, -1.7]), dtype=mt.int64).tolist(), [1, -1])
+        self.assertEqual(mt.tensor(range(4)).tolist(), [0, 1, 2, 3])
+
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_numpy_round_trip(self):
+        a = numpy.arange(6, dtype=numpy.float32).reshape(2, 3) / 4
+        t = mt.tensor(a)
+        self.assertEqual(t.shape, (2, 3))
+        self.assertEqual(t.tolist(), a.tolist())
+        b = t.cpu().numpy()
+        self.assertEqual(b.dtype, numpy.float32)
+        self.assertEqual(b.tolist(), a.tolist())
+        self.assertEqual(numpy.asarray(t.cpu()).shape, (2, 3))
+        self.assertIs(mt.tensor(numpy.array([1, 2], dtype=numpy.int64)).dtype, mt.int64)
+        self.assertIs(mt.tensor(numpy.array([True])).dtype, mt.uint8)
+        with self.assertRaises(RuntimeError):
+            mt.ones(2, requires_grad=True).cpu().numpy()
+
+    def test_tensor_of_tensor_copies(self):
+        a = mt.tensor([1.0, 2.0], requires_grad=True)
+        b = mt.tensor(a)
+        self.assertFalse(b.requires_grad)
+        with mt.no_grad():
+            b.add_(1)
+        self.assertEqual(a.tolist(), [1.0, 2.0])
+        self.assertEqual(mt.tensor([mt.tensor(1.5), 2.0]).tolist(), [1.5, 2.0])
+
+    def test_zeros_ones_full(self):
+        self.assertEqual(mt.zeros(2, 3).tolist(), [[0.0] * 3] * 2)
+        self.assertEqual(mt.zeros((2, 3)).shape, (2, 3))
+        self.assertEqual(mt.zeros([2, 3]).shape, (2, 3))
+        self.assertEqual(mt.zeros(()).shape, ())
+        self.assertEqual(mt.zeros(0).shape, (0,))
+        self.assertEqual(mt.ones(3, dtype=mt.float64).tolist(), [1.0] * 3)
+        self.assertIs(mt.ones(3, dtype=mt.float64).dtype, mt.float64)
+        self.assertEqual(mt.full((2,), 2.5).tolist(), [2.5, 2.5])
+        self.assertIs(mt.full((2,), 7).dtype, mt.int64)
+        self.assertEqual(mt.full((2,), 7).tolist(), [7, 7])
+        self.assertIs(mt.full((2,), 1.0).dtype, mt.float32)
+        self.assertIs(mt.full(2, True).dtype, mt.uint8)
+        x = mt.tensor([[1.0, 2.0]], dtype=mt.float64)
+        self.assertEqual(mt.zeros_like(x).tolist(), [[0.0, 0.0]])
+        self.assertIs(mt.zeros_like(x).dtype, mt.float64)
+        self.assertEqual(mt.ones_like(x).tolist(), [[1.0, 1.0]])
+        self.assertEqual(mt.full_like(x, 3).tolist(), [[3.0, 3.0]])
+        self.assertTrue(mt.ones(2, requires_grad=True).requires_grad)
+
+    def test_arange(self):
+        self.assertEqual(mt.arange(5).tolist(), [0, 1, 2, 3, 4])
+        self.assertIs(mt.arange(5).dtype, mt.int64)
+        self.assertEqual(mt.arange(2, 8, 3).tolist(), [2, 5])
+        self.assertEqual(mt.arange(0, 1, 0.25).tolist(), [0.0, 0.25, 0.5, 0.75])
+        self.assertIs(mt.arange(0, 1, 0.25).dtype, mt.float32)
+        self.assertEqual(mt.arange(5, 0, -2).tolist(), [5, 3, 1])
+        self.assertEqual(len(mt.arange(0, 1, 0.1)), 10)     # ceil((1-0)/0.1)
+        self.assertEqual(mt.arange(3, dtype=mt.float64).tolist(), [0.0, 1.0, 2.0])
+        with self.assertRaises(ValueError):
+            mt.arange(0, 1, 0)
+
+    def test_rand_randn_are_seeded(self):
+        mt.manual_seed(123)
+        a = mt.rand(1000).tolist()
+        b = mt.randn(1000).tolist()
+        mt.manual_seed(123)
+        self.assertEqual(mt.rand(1000).tolist(), a)
+        self.assertEqual(mt.randn(1000).tolist(), b)
+        self.assertNotEqual(mt.rand(1000).tolist(), a)       # each call draws a new stream
+        self.assertTrue(all(0.0 <= v < 1.0 for v in a))
+        mean = sum(a) / len(a)
+        self.assertAlmostEqual(mean, 0.5, delta=0.05)
+        m = sum(b) / len(b)
+        var = sum((v - m) ** 2 for v in b) / len(b)
+        self.assertAlmostEqual(m, 0.0, delta=0.1)
+        self.assertAlmostEqual(var, 1.0, delta=0.15)
+        self.assertIs(mt.rand(2, dtype=mt.float64).dtype, mt.float64)
+        g = mt.Generator(5)
+        x = mt.rand(4, generator=g).tolist()
+        self.assertEqual(mt.rand(4, generator=mt.Generator(5)).tolist(), x)
+        self.assertEqual(mt.rand_like(mt.zeros(2, 3)).shape, (2, 3))
+        self.assertEqual(mt.randn_like(mt.zeros(2, 3)).shape, (2, 3))
+        self.assertEqual(mt.initial_seed(), 123)
+
+
+class MetadataTest(TestCase):
+    def test_item_and_python_numbers(self):
+        t = mt.tensor([[2.5]])
+        self.assertEqual(t.item(), 2.5)
+        self.assertEqual(float(t), 2.5)
+        self.assertEqual(int(t), 2)
+        self.assertTrue(bool(t))
+        self.assertFalse(bool(mt.tensor(0.0)))
+        self.assertEqual(mt.tensor(7).item(), 7)
+        self.assertIsInstance(mt.tensor(7).item(), int)
+        self.assertEqual(mt.tensor(2 ** 60).item(), 2 ** 60)
+        self.assertEqual([10, 20, 30][mt.tensor(1)], 20)
+        with self.assertRaises(ValueError):
+            mt.ones(3).item()
+        with self.assertRaises(RuntimeError):
+            bool(mt.ones(3))
+        with self.assertRaises(TypeError):
+            len(mt.tensor(1.0))
+
+    def test_tolist_shapes(self):
+        self.assertEqual(mt.tensor(1.5).tolist(), 1.5)
+        self.assertEqual(mt.zeros(2, 0).tolist(), [[], []])
+        self.assertEqual(mt.zeros(0, 3).tolist(), [])
+        self.assertEqual(mt.ones(1, 1, 2).tolist(), [[[1.0, 1.0]]])
+
+    def test_devices(self):
+        self.assertEqual(mt.device("cpu"), "cpu")
+        self.assertEqual(mt.device("cuda"), mt.device("cuda:0"))
+        self.assertEqual(repr(mt.device("cpu")), "device(type='cpu')")
+        self.assertEqual(repr(mt.device("cuda", 0)), "device(type='cuda', index=0)")
+        self.assertEqual(str(mt.device("cuda")), "cuda:0")
+        with self.assertRaises(ValueError):
+            mt.device("tpu")
+        with self.assertRaises(ValueError):
+            mt.device("cuda:1")
+        t = mt.ones(2, device="cpu")
+        self.assertEqual(t.device, mt.device("cpu"))
+        self.assertFalse(t.is_cuda)
+        self.assertIs(t.cpu(), t)
+        self.assertEqual(mt.cuda.is_available(), mt.cuda.device_count() > 0)
+
+    @unittest.skipUnless(mt.cuda.is_available(), "needs a GPU")
+    def test_to_cuda_and_back(self):
+        t = mt.tensor([1.0, 2.0], device="cpu")
+        g = t.to("cuda")
+        self.assertTrue(g.is_cuda)
+        self.assertEqual(g.device, "cuda:0")
+        self.assertEqual(g.cpu().tolist(), [1.0, 2.0])
+        self.assertEqual(t.cuda().tolist(), [1.0, 2.0])
+        self.assertIn("device='cuda:0'", repr(g))
+
+    def test_dtypes(self):
+        self.assertEqual(repr(mt.float32), "minitorch.float32")
+        self.assertIs(mt.float, mt.float32)
+        self.assertIs(mt.double, mt.float64)
+        self.assertIs(mt.long, mt.int64)
+        self.assertTrue(mt.float16.is_floating_point)
+        self.assertFalse(mt.int32.is_floating_point)
+        self.assertEqual(mt.bfloat16.itemsize, 2)
+        self.assertIs(pickle.loads(pickle.dumps(mt.float64)), mt.float64)
+        self.assertIs(mt.get_default_dtype(), mt.float32)
+        mt.set_default_dtype(mt.float64)
+        try:
+            self.assertIs(mt.tensor([1.5]).dtype, mt.float64)
+            self.assertIs(mt.zeros(1).dtype, mt.float64)
+        finally:
+            mt.set_default_dtype(mt.float32)
+        with self.assertRaises(TypeError):
+            mt.set_default_dtype(mt.int64)
+
+    def test_to_and_casts(self):
+        t = mt.tensor([1.5, -2.5])
+        self.assertIs(t.to(mt.float32), t)
+        d = t.to(mt.float64)
+        self.assertIs(d.dtype, mt.float64)
+        self.assertEqual(d.tolist(), [1.5, -2.5])
+        self.assertIs(t.double().dtype, mt.float64)
+        self.assertIs(t.half().dtype, mt.float16)
+        self.assertIs(t.bfloat16().dtype, mt.bfloat16)
+        self.assertEqual(t.long().tolist(), [1, -2])
+        self.assertEqual(t.int().tolist(), [1, -2])
+        self.assertIs(t.to(dtype=mt.float64).dtype, mt.float64)
+        self.assertIs(t.to(DEVICE, mt.float64).dtype, mt.float64)
+        self.assertIs(t.to(d).dtype, mt.float64)
+        c = t.to(mt.float32, copy=True)
+        self.assertIsNot(c, t)
+        self.assertEqual(c.tolist(), t.tolist())
+        self.assertEqual(t.type(), "minitorch.float32")
+        with self.assertRaises(TypeError):
+            t.to(bogus=1)
+
+    def test_detach_shares_storage_clone_does_not(self):
+        a = mt.tensor([1.0, 2.0], requires_grad=True)
+        d = a.detach()
+        self.assertFalse(d.requires_grad)
+        c = a.clone()
+        with mt.no_grad():
+            d.fill_(5.0)
+        self.assertEqual(a.tolist(), [5.0, 5.0])
+        self.assertEqual(c.tolist(), [1.0, 2.0])
+        self.assertEqual(a.data.tolist(), [5.0, 5.0])
+        self.assertEqual(a.data_ptr(), d.data_ptr())
+
+    def test_requires_grad_flag(self):
+        t = mt.zeros(2)
+        self.assertFalse(t.requires_grad)
+        self.assertIs(t.requires_grad_(), t)
+        self.assertTrue(t.requires_grad)
+        t.requires_grad = False
+        self.assertFalse(t.requires_grad)
+        with self.assertRaises(TypeError):
+            mt.zeros(2, dtype=mt.int64).requires_grad_()
+        self.assertIsNone(t.grad)
+        with self.assertRaises(NotImplementedError):
+            t.grad = None
+
+    def test_missing_features_say_so(self):
+        t = mt.ones(3)
+        for f in (lambda: t == t, lambda: t < 1, lambda: t ** t):
+            with self.assertRaises((TypeError, NotImplementedError)) as cm:
+                f()
+            self.assertIn("C ABI", str(cm.exception))
+        self.assertFalse(t == None)   # noqa: E711  (identity, as for any object)
+        self.assertIn(t, {t})
+
+
+class ReprTest(TestCase):
+    def r(self, data, **kw):
+        return repr(mt.tensor(data, device="cpu", **kw))
+
+    def test_pytorch_layout(self):
+        self.assertEqual(self.r([1.0, 2.0, 3.0]), "tensor([1., 2., 3.])")
+        self.assertEqual(self.r([1.5, -2.25]), "tensor([ 1.5000, -2.2500])")
+        self.assertEqual(self.r([[1.0, 2.5], [3.0, 4.0]]), "tensor([[1.0000, 2.5000],\n        [3.0000, 4.0000]])")
+        self.assertEqual(self.r([1, 2, 3]), "tensor([1, 2, 3])")
+        self.assertEqual(self.r([1, -20]), "tensor([  1, -20])")
+        self.assertEqual(self.r(3.5), "tensor(3.5000)")
+        self.assertEqual(self.r(2.0), "tensor(2.)")
+        self.assertEqual(self.r(7), "tensor(7)")
+        self.assertEqual(self.r([]), "tensor([])")
+        self.assertEqual(repr(mt.zeros(2, 0, device="cpu")), "tensor([], size=(2, 0))")
+        self.assertEqual(self.r([1e-5, 1.0]), "tensor([1.0000e-05, 1.0000e+00])")
+        self.assertEqual(self.r([1e10, 1.0]), "tensor([1.0000e+10, 1.0000e+00])")
+        self.assertEqual(self.r([1.5, float("nan"), float("-inf")]), "tensor([1.5000,    nan,   -inf])")
+        self.assertEqual(self.r([1.0, 2.0], dtype=mt.float64), "tensor([1., 2.], dtype=minitorch.float64)")
+        self.assertEqual(self.r([1, 2], dtype=mt.int32), "tensor([1, 2], dtype=minitorch.int32)")
+        self.assertEqual(self.r([1.0], requires_grad=True), "tensor([1.], requires_grad=True)")
+        self.assertEqual(self.r([[[1.0]], [[2.0]]]), "tensor([[[1.]],\n\n        [[2.]]])")
+
+    def test_long_rows_wrap_and_large_tensors_summarize(self):
+        text = repr(mt.arange(30, dtype=mt.float32, device="cpu") / 7)
+        lines = text.split("\n")
+        self.assertGreater(len(lines), 1)
+        self.assertTrue(all(len(line) <= 80 for line in lines))
+        self.assertTrue(lines[1].startswith("        "))
+        big = repr(mt.zeros(2000, device="cpu"))
+        self.assertEqual(big, "tensor([0., 0., 0.,  ..., 0., 0., 0.])")
+        big2 = repr(mt.zeros(100, 100, device="cpu"))
+        self.assertIn("...", big2)
+        self.assertLess(len(big2), 400)
+
+    def test_parameter_and_closed(self):
+        p = mt.nn.Parameter(mt.tensor([1.0], device="cpu"))
+        self.assertEqual(repr(p), "Parameter containing:\ntensor([1.], requires_grad=True)")
+        t = mt.ones(1)
+        t.close()
+        self.assertEqual(repr(t), "tensor(<closed>)")
+
+
+class LifetimeTest(TestCase):
+    def test_handles_are_released_exactly_once(self):
+        gc.collect()
+        base = mt.live_tensors()
+        t = mt.ones(3)
+        self.assertEqual(mt.live_tensors(), base + 1)
+        t.close()
+        self.assertEqual(mt.live_tensors(), base)
+        t.close()                                    # idempotent
+        del t                                        # __del__ after close releases nothing
+        gc.collect()
+        self.assertEqual(mt.live_tensors(), base)
+        u = mt.ones(3)
+        del u
+        self.assertEqual(mt.live_tensors(), base)
+        with mt.zeros(2) as z:
+            self.assertEqual(mt.live_tensors(), base + 1)
+        self.assertTrue(z.closed)
+        self.assertEqual(mt.live_tensors(), base)
+
+    def test_closed_tensor_refuses_use(self):
+        t = mt.ones(3)
+        t.close()
+        with self.assertRaises(ValueError) as cm:
+            t.tolist()
+        self.assertIn("closed", str(cm.exception))
+        with self.assertRaises(ValueError):
+            t + 1
+        with self.assertRaises(ValueError):
+            mt.ones(3) + t
+
+    def test_views_keep_storage_alive(self):
+        t = mt.tensor([1.0, 2.0, 3.0, 4.0])
+        v = t.reshape(2, 2)
+        del t
+        gc.collect()
+        self.assertEqual(v.tolist(), [[1.0, 2.0], [3.0, 4.0]])
+
+    def test_pickle_round_trip(self):
+        t = mt.tensor([[1.5, 2.0]], dtype=mt.float64, requires_grad=True)
+        u = pickle.loads(pickle.dumps(t))
+        self.assertEqual(u.tolist(), [[1.5, 2.0]])
+        self.assertIs(u.dtype, mt.float64)
+        self.assertTrue(u.requires_grad)
+        self.assertEqual(u.device, t.device)
+
+    def test_direct_construction_is_refused(self):
+        with self.assertRaises(TypeError):
+            mt.Tensor([1.0])
+
+
+class InplaceTest(TestCase):
+    def test_inplace_arithmetic(self):
+        t = mt.tensor([1.0, 2.0, 3.0])
+        p = t.data_ptr()
+        t += 1
+        t *= mt.tensor([2.0, 2.0, 2.0])
+        t -= 0.5
+        t /= 2
+        self.assertEqual(t.tolist(), [1.75, 2.75, 3.75])
+        self.assertEqual(t.data_ptr(), p)
+        t.add_(mt.tensor([1.0, 1.0, 1.0]), alpha=2)
+        self.assertEqual(t.tolist(), [3.75, 4.75, 5.75])
+        t.sub_(1).mul_(2).div_(4)
+        self.assertEqual(t.tolist(), [1.375, 1.875, 2.375])
+        t.zero_()
+        self.assertEqual(t.tolist(), [0.0, 0.0, 0.0])
+        t.fill_(2.5)
+        self.assertEqual(t.tolist(), [2.5, 2.5, 2.5])
+
+    def test_copy_broadcasts_and_converts(self):
+        t = mt.zeros(2, 3)
+        t.copy_(mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64))
+        self.assertEqual(t.tolist(), [[1.0, 2.0, 3.0]] * 2)
+        with self.assertRaises(ValueError):
+            t.copy_(mt.ones(4))
+        with self.assertRaises(ValueError):
+            t.copy_(mt.ones(3, 3))
+        with self.assertRaises(TypeError):
+            mt.zeros(2, dtype=mt.int64).copy_(mt.ones(2))
+
+    def test_views_see_inplace_writes(self):
+        t = mt.zeros(4)
+        v = t.view(2, 2)
+        v.fill_(3.0)
+        self.assertEqual(t.tolist(), [3.0] * 4)
+
+    def test_inplace_on_grad_tensors_needs_no_grad(self):
+        w = mt.ones(2, requires_grad=True)
+        with self.assertRaises(RuntimeError) as cm:
+            w -= 1
+        self.assertIn("no_grad", str(cm.exception))
+        with self.assertRaises(RuntimeError):
+            mt.zeros(2).add_(w)
+        with mt.no_grad():
+            w -= 0.5
+        self.assertEqual(w.tolist(), [0.5, 0.5])
+        self.assertTrue(w.requires_grad)
+
+    def test_uniform_and_normal(self):
+        t = mt.zeros(2000, dtype=mt.float64)
+        t.uniform_(-2.0, 3.0)
+        vals = t.tolist()
+        self.assertTrue(all(-2.0 <= v < 3.0 for v in vals))
+        self.assertAlmostEqual(sum(vals) / len(vals), 0.5, delta=0.15)
+        t.normal_(10.0, 0.5)
+        vals = t.tolist()
+        self.assertAlmostEqual(sum(vals) / len(vals), 10.0, delta=0.1)
+
+
+class TopLevelTest(TestCase):
+    def test_functional_aliases(self):
+        a = mt.tensor([[1.0, -2.0], [3.0, 4.0]], dtype=mt.float64)
+        b = mt.tensor([0.5, 2.0], dtype=mt.float64)
+        self.assertEqual(mt.sub(a, b).tolist(), [[0.5, -4.0], [2.5, 2.0]])
+        self.assertEqual(mt.sub(a, b, alpha=2).tolist(), [[0.0, -6.0], [2.0, 0.0]])
+        self.assertEqual(mt.div(a, b).tolist(), [[2.0, -1.0], [6.0, 2.0]])
+        self.assertEqual(mt.neg(b).tolist(), [-0.5, -2.0])
+        self.assertEqual(mt.flatten(a).tolist(), [1.0, -2.0, 3.0, 4.0])
+        self.assertEqual(mt.squeeze(mt.zeros(1, 2)).shape, (2,))
+        self.assertEqual(mt.transpose(a, 0, 1).tolist(), [[1.0, 3.0], [-2.0, 4.0]])
+        self.assertEqual(mt.permute(a, (1, 0)).tolist(), [[1.0, 3.0], [-2.0, 4.0]])
+        self.assertEqual(mt.t(a).tolist(), [[1.0, 3.0], [-2.0, 4.0]])
+        self.assertEqual(mt.mean(a, 0).tolist(), [2.0, 1.0])
+        self.assertEqual(mt.min(a).item(), -2.0)
+        self.assertEqual(mt.argmin(a, 1).tolist(), [1, 0])
+        self.assertClose(mt.log_softmax(mt.zeros(2), 0), [-math.log(2)] * 2)
+        self.assertEqual(mt.clone(a).tolist(), a.tolist())
+        self.assertFalse(mt.detach(a.requires_grad_()).requires_grad)
+        self.assertEqual(mt.numel(a), 4)
+        self.assertTrue(mt.is_tensor(a))
+        self.assertFalse(mt.is_tensor([1.0]))
+        self.assertGreaterEqual(mt.live_bytes(), 0)
+        self.assertTrue(mt.library_path().endswith(".so"))
+        self.assertEqual(mt.ABI_VERSION, 1)
+
+    def test_assert_close(self):
+        mt.testing.assert_close(mt.tensor([1.0, 2.0]), [1.0, 2.0 + 1e-7])
+        mt.testing.assert_close(mt.tensor([1, 2]), mt.tensor([1, 2]))
+        with self.assertRaises(AssertionError):
+            mt.testing.assert_close(mt.tensor([1.0, 2.0]), [1.0, 2.1])
+        with self.assertRaises(AssertionError):
+            mt.testing.assert_close(mt.tensor([1.0, 2.0]), [[1.0, 2.0]])
+        with self.assertRaises(AssertionError):
+            mt.testing.assert_close(mt.tensor([float("nan")]), [float("nan")])
+        mt.testing.assert_close(mt.tensor([float("nan")]), [float("nan")], equal_nan=True)
+        mt.testing.assert_close(mt.tensor([1.0]), [1.05], rtol=0.1, atol=0)
+
+    def test_cuda_queries(self):
+        self.assertIsInstance(mt.cuda.is_available(), bool)
+        if mt.cuda.is_available():
+            self.assertTrue(mt.cuda.get_device_name())
+            mt.cuda.synchronize()
+            self.assertGreaterEqual(mt.cuda.memory_allocated(), 0)
+        else:
+            with self.assertRaises(RuntimeError):
+                mt.cuda.get_device_name()
+
+
+if __name__ == "__main__":
+    unittest.main()
