@@ -87,7 +87,7 @@ include $(wildcard frontends/*/*.mk)
 .PHONY: all lib print-config run test test-unit test-c test-python test-gpu \
         compile-cuda bench install clean deps frontends
 
-all: print-config lib frontends
+all: deps print-config lib frontends
 
 print-config:
 	@echo "minitorch build configuration"
@@ -130,13 +130,19 @@ $(BUILD)/%: frontends/c/%.c abi/minitorch.h $(LIB)
 # ---- tests ------------------------------------------------------------------
 DOCTEST_H := $(firstword $(wildcard /usr/include/doctest/doctest.h /usr/local/include/doctest/doctest.h))
 
+# What the build and the tests need from Debian: doctest (unit suites), libffi (hcrun's
+# calls), zlib (gzip IDX files). Installed only when the header is missing.
+DEPS_MISSING := $(if $(DOCTEST_H),,doctest-dev) \
+  $(if $(wildcard /usr/include/ffi.h /usr/include/*/ffi.h /usr/local/include/ffi.h .deps/ffi/include/ffi.h),,libffi-dev) \
+  $(if $(wildcard /usr/include/zlib.h /usr/local/include/zlib.h),,zlib1g-dev)
+
 deps:
-	@if [ -z "$(DOCTEST_H)" ]; then \
-	  echo "installing doctest-dev (tests need doctest)"; \
+	@if [ -n "$(strip $(DEPS_MISSING))" ]; then \
+	  echo "installing $(strip $(DEPS_MISSING)) (needed by the build and the tests)"; \
 	  if command -v apt-get >/dev/null; then \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get install -y -q doctest-dev >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q doctest-dev >/dev/null; }; \
-	  else echo "doctest not found and apt-get unavailable: install doctest" >&2; exit 1; fi; \
+	    $$SUDO apt-get install -y -q $(DEPS_MISSING) >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q $(DEPS_MISSING) >/dev/null; }; \
+	  else echo "missing $(DEPS_MISSING) and apt-get is unavailable: install them" >&2; exit 1; fi; \
 	fi
 
 $(UNIT_BIN): $(UNIT_SRCS) $(ARCHIVE) $(wildcard tests/unit/*.h)
