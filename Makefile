@@ -66,8 +66,13 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o)
-CU_OBJS  := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+# Objects of the CPU-only and the CUDA configuration live apart, and the library is
+# relinked whenever the configuration changes (build/config records the last one).
+OBJ      := $(BUILD)/obj-$(if $(filter 1,$(CUDA)),cuda,cpu)
+CONFIG_LINE := CUDA=$(CUDA) ARCH=$(CUDA_ARCH) CUDNN=$(CUDNN_PATH)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/config 2>/dev/null)" = "$(CONFIG_LINE)" ] || echo "$(CONFIG_LINE)" > $(BUILD)/config)
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(OBJ)/%.o)
+CU_OBJS  := $(CU_SRCS:%.cu=$(OBJ)/%.o)
 ALL_OBJS := $(LIB_OBJS) $(if $(filter 1,$(CUDA)),$(CU_OBJS))
 LIB      := $(BUILD)/libminitorch.so
 ARCHIVE  := $(BUILD)/libminitorch_static.a
@@ -99,26 +104,26 @@ print-config:
 
 lib: $(LIB) $(ARCHIVE)
 
-$(LIB): $(ALL_OBJS) abi/exports.map
+$(LIB): $(ALL_OBJS) abi/exports.map $(BUILD)/config
 	@mkdir -p $(@D)
 	$(CXX) -shared -o $@ $(ALL_OBJS) -Wl,--version-script=abi/exports.map -Wl,-soname,libminitorch.so $(LDLIBS)
 
-$(ARCHIVE): $(ALL_OBJS)
+$(ARCHIVE): $(ALL_OBJS) $(BUILD)/config
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $(ALL_OBJS)
 
-$(BUILD)/obj/%.o: %.cpp
+$(OBJ)/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu
+$(OBJ)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 # Compiles every CUDA source even in a CPU-only configuration (CI has nvcc, no GPU).
 compile-cuda:
 	@if [ -z "$(NVCC)" ]; then echo "compile-cuda: nvcc not found, skipped"; else \
-	  $(MAKE) --no-print-directory CUDA=1 $(CU_SRCS:%.cu=$(BUILD)/obj/%.o); fi
+	  $(MAKE) --no-print-directory CUDA=1 $(CU_SRCS:%.cu=$(BUILD)/obj-cuda/%.o); fi
 
 frontends: $(C_DEMOS) $(FRONTEND_TARGETS)
 
@@ -193,4 +198,4 @@ install: lib
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj* -name '*.d' 2>/dev/null)

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_set>
 #include <string>
 
 #include "autograd/ops.h"
@@ -17,8 +19,17 @@
 using namespace mt;
 
 namespace {
-
 thread_local std::string t_last_error;
+}  // namespace
+
+namespace mt {
+// The message of the last failure on this thread (used by every entry-point file).
+void set_last_error(const std::string &msg) {
+  try { t_last_error = msg; } catch (...) {}
+}
+}  // namespace mt
+
+namespace {
 
 template <class F>
 mt_status guard(const char *fn, F &&f) noexcept {
@@ -619,6 +630,76 @@ MT_API mt_status mt_init_kaiming_normal(mt_tensor *t, double gain, int64_t seed)
   return guard("mt_init_kaiming_normal", [&] {
     Ref x = tensor_arg(t, "t");
     init_fill(x, true, 0.0, gain / std::sqrt(fans(x).first), seed);
+  });
+}
+
+// ---------------------------------------------------------------- graphs
+struct mt_graph {
+  Device device;
+  void *exec;
+};
+
+namespace {
+std::mutex g_graph_mu;
+std::unordered_set<const mt_graph *> &live_graphs() {
+  static auto *s = new std::unordered_set<const mt_graph *>();
+  return *s;
+}
+thread_local int t_capture_device = -1;  // the device this thread is recording on, or -1
+}  // namespace
+
+MT_API mt_status mt_graph_begin(mt_device device) {
+  return guard("mt_graph_begin", [&] {
+    Device d = device_arg(device);
+    MT_CHECK(t_capture_device < 0, STATE, "a graph is already being recorded on this thread");
+    backend_for(d).graph_begin();
+    t_capture_device = (int)d;
+  });
+}
+
+MT_API mt_status mt_graph_end(mt_graph **out) {
+  if (out) *out = nullptr;
+  return guard("mt_graph_end", [&] {
+    MT_CHECK(t_capture_device >= 0, STATE, "no graph is being recorded on this thread (call mt_graph_begin first)");
+    Device d = (Device)t_capture_device;
+    t_capture_device = -1;  // the recording ends here even if instantiation fails
+    void *exec = backend_for(d).graph_end();
+    if (!out) {
+      backend_for(d).graph_free(exec);
+      fail(Code::INVALID_ARGUMENT, "out is NULL (the recorded graph was discarded)");
+    }
+    auto *g = new mt_graph{d, exec};
+    std::lock_guard<std::mutex> lock(g_graph_mu);
+    live_graphs().insert(g);
+    *out = g;
+  });
+}
+
+static mt_graph *graph_arg(const mt_graph *g) {
+  MT_CHECK(g, INVALID_ARGUMENT, "g is NULL");
+  std::lock_guard<std::mutex> lock(g_graph_mu);
+  MT_CHECK(live_graphs().count(g), INVALID_ARGUMENT, "g (%p) is not a live graph (freed already?)", (const void *)g);
+  return const_cast<mt_graph *>(g);
+}
+
+MT_API mt_status mt_graph_replay(mt_graph *g) {
+  return guard("mt_graph_replay", [&] {
+    mt_graph *gr = graph_arg(g);
+    MT_CHECK(t_capture_device < 0, STATE, "cannot replay a graph while recording one");
+    backend_for(gr->device).graph_replay(gr->exec);
+  });
+}
+
+MT_API mt_status mt_graph_free(mt_graph *g) {
+  return guard("mt_graph_free", [&] {
+    if (!g) return;
+    mt_graph *gr = graph_arg(g);
+    {
+      std::lock_guard<std::mutex> lock(g_graph_mu);
+      live_graphs().erase(gr);
+    }
+    backend_for(gr->device).graph_free(gr->exec);
+    delete gr;
   });
 }
 

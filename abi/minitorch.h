@@ -280,6 +280,25 @@ MT_API mt_status mt_load_tsv(mt_tensor **out_features, mt_tensor **out_targets, 
 /* A random permutation of 0..n-1 (MT_I64) from the counter-based stream keyed by seed. */
 MT_API mt_status mt_randperm(mt_tensor **out, int64_t n, int64_t seed, mt_device device);
 
+/* ------------------------------------------------------------ graphs */
+/* A recorded stretch of GPU work (a training step, say), replayed with one call: far
+ * less launch overhead for small models. Between mt_graph_begin and mt_graph_end on this
+ * thread, calls queue their GPU work into the graph instead of running it, and:
+ *  - nothing may read back to the host (mt_tensor_item, copy_to_host, mt_synchronize:
+ *    MT_ERR_STATE) and index checks are skipped (run the step once eagerly first);
+ *  - host-side state is what the recording leaves: tensors made inside keep their
+ *    addresses, and each replay rewrites them (read the loss kept from the recording
+ *    after each replay); the tape is walked while recording, not at replay;
+ *  - parameters, gradients and optimizer state must exist before (run one eager step:
+ *    the first step creates them), because replays update them in place.
+ * CUDA only (MT_ERR_UNSUPPORTED on the CPU). */
+typedef struct mt_graph mt_graph;
+MT_API mt_status mt_graph_begin(mt_device device);
+/* *out is owned by the caller (mt_graph_free). */
+MT_API mt_status mt_graph_end(mt_graph **out);
+MT_API mt_status mt_graph_replay(mt_graph *g);
+MT_API mt_status mt_graph_free(mt_graph *g);                             /* NULL: no-op */
+
 /* ------------------------------------------------------------ optimizers */
 
 /* An optimizer holds its own references to the parameters and its state tensors. */

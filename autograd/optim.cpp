@@ -163,6 +163,9 @@ Ref clip_grad_norm(const std::vector<Ref> &params, double max_norm) {
 
 void optimizer_step(Optimizer &opt) {
   if (opt.kind != Optimizer::Kind::SGD) {
+    for (const Ref &p : opt.params)
+      MT_CHECK(!p->backend().capturing(), UNSUPPORTED,
+               "Adam and AdamW cannot be recorded into a graph yet (their step count lives on the host)");
     adam_step(opt);
     return;
   }

@@ -205,6 +205,16 @@ class Backend {
   // every run); dx has rows_x rows and is not cleared first.
   virtual void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
                          DType dtype);
+
+  // ---- graphs: record the launches of a stretch of work once, replay them with one call.
+  // While capturing nothing runs, nothing may synchronize (reads back fail with
+  // Error(STATE)), and frees of memory allocated before the capture are deferred to
+  // its end. graph_end returns an instantiated graph owned by the caller.
+  virtual void graph_begin();
+  virtual void *graph_end();
+  virtual void graph_replay(void *graph);
+  virtual void graph_free(void *graph) noexcept;
+  virtual bool capturing() const { return false; }
 };
 
 // The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or

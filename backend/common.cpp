@@ -108,6 +108,10 @@ void Backend::index_select(void *, const void *, const int64_t *, int64_t, int64
 void Backend::index_add(void *, const int64_t *, const void *, int64_t, int64_t, int64_t, DType) {
   MT_UNSUPPORTED("index_select backward");
 }
+void Backend::graph_begin() { MT_UNSUPPORTED("graph capture"); }
+void *Backend::graph_end() { MT_UNSUPPORTED("graph capture"); }
+void Backend::graph_replay(void *) { MT_UNSUPPORTED("graph replay"); }
+void Backend::graph_free(void *) noexcept {}
 #undef MT_UNSUPPORTED
 
 int64_t cuda_device_count() {

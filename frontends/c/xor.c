@@ -1,10 +1,13 @@
 /* xor.c - the XOR network Linear(2,4) -> Sigmoid -> Linear(4,1), MSE, SGD lr 0.5,
  * 5000 full-batch epochs, on the default device (CUDA when usable, else CPU).
- * Prints the loss every 500 epochs and the four predictions. */
+ * Prints the loss every 500 epochs and the four predictions. On CUDA the step is
+ * recorded into a graph after the first (eager) one and replayed: the same kernels
+ * without the per-call host work. */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common.h"
@@ -22,8 +25,29 @@ static mt_tensor *init_uniform(const int64_t *shape, int64_t ndim, int64_t fan_i
   return shifted;
 }
 
+/* One training step: forward, zero_grad, backward, SGD. *pred and *loss receive the new
+ * outputs (the previous ones are released first). */
+static void train_step(mt_tensor *x, mt_tensor *y, mt_tensor **params, mt_optimizer *opt, mt_tensor **pred,
+                       mt_tensor **loss) {
+  mt_tensor *h, *a;
+  mt_tensor_release(*pred);
+  mt_tensor_release(*loss);
+  CHECK(mt_linear(&h, x, params[0], params[1]));
+  CHECK(mt_sigmoid(&a, h));
+  CHECK(mt_linear(pred, a, params[2], params[3]));
+  CHECK(mt_mse_loss(loss, *pred, y));
+  CHECK(mt_optim_zero_grad(opt));
+  CHECK(mt_backward(*loss));
+  CHECK(mt_optim_step(opt));
+  mt_tensor_release(h);
+  mt_tensor_release(a);
+}
+
 int main(int argc, char **argv) {
-  int epochs = argc > 1 ? atoi(argv[1]) : 5000;
+  /* usage: xor [epochs] [--eager]: on CUDA the step is recorded once into a graph and
+   * replayed, unless --eager */
+  int epochs = 5000, eager = 0;
+  mt_graph *graph = NULL;
   mt_device dev = mt_default_device();
   const float xs[8] = {0, 0, 0, 1, 1, 0, 1, 1};
   const float ys[4] = {0, 1, 1, 0};
@@ -35,6 +59,11 @@ int main(int argc, char **argv) {
   double l = 0;
   int e, i;
   struct timespec t0, t1;
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--eager") == 0) eager = 1;
+    else epochs = atoi(argv[i]);
+  }
+  if (dev != MT_CUDA) eager = 1;
 
   printf("device: %s\n", mt_device_name(dev));
   CHECK(mt_tensor_from_data(&x, xs, xshape, 2, MT_F32, dev));
@@ -47,18 +76,16 @@ int main(int argc, char **argv) {
 
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (e = 1; e <= epochs; e++) {
-    mt_tensor *h, *a;
-    CHECK(mt_linear(&h, x, params[0], params[1]));
-    CHECK(mt_sigmoid(&a, h));
-    if (pred) mt_tensor_release(pred);
-    CHECK(mt_linear(&pred, a, params[2], params[3]));
-    if (loss) mt_tensor_release(loss);
-    CHECK(mt_mse_loss(&loss, pred, y));
-    CHECK(mt_optim_zero_grad(opt));
-    CHECK(mt_backward(loss));
-    CHECK(mt_optim_step(opt));
-    mt_tensor_release(h);
-    mt_tensor_release(a);
+    if (eager || e == 1) {
+      train_step(x, y, params, opt, &pred, &loss);  /* the first step creates the gradients */
+    } else {
+      if (!graph) {  /* record one step; replays run it */
+        CHECK(mt_graph_begin(dev));
+        train_step(x, y, params, opt, &pred, &loss);
+        CHECK(mt_graph_end(&graph));
+      }
+      CHECK(mt_graph_replay(graph));
+    }
     if (e % 500 == 0) {
       CHECK(mt_tensor_item(loss, &l));
       printf("epoch %4d  loss %.6f\n", e, l);
@@ -70,8 +97,10 @@ int main(int argc, char **argv) {
   for (i = 0; i < 4; i++) printf("xor(%g, %g) = %.4f (target %g)\n", xs[2 * i], xs[2 * i + 1], out[i], ys[i]);
   CHECK(mt_tensor_item(loss, &l));
   printf("final loss %.6f\n", l);
-  printf("time %.1f ms for %d epochs\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, epochs);
+  printf("time %.1f ms for %d epochs (%s)\n", (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, epochs,
+         eager ? "eager" : "graph replay");
 
+  mt_graph_free(graph);
   mt_optim_free(opt);
   for (i = 0; i < 4; i++) mt_tensor_release(params[i]);
   mt_tensor_release(x);

@@ -139,7 +139,9 @@ inline void gradcheck(const char *name, const Builder &f, const std::vector<Vec>
   H y0 = f(raw);
   Shape ys = shape_of(y0);
   Vec wv = randvec(rng, numel(ys));
-  H w = make(wv, ys);
+  mt_device ydev;
+  MT_OK_OR_FAIL(mt_tensor_device(y0, &ydev));
+  H w = make(wv, ys, MT_F64, ydev);
   auto loss_of = [&](const std::vector<mt_tensor *> &in) {
     H y = f(in), prod, l;
     MT_OK_OR_FAIL(mt_mul(prod.out(), y, w));

@@ -1,0 +1,151 @@
+// context.h - the one CUDA context every launcher runs on, and the error macros.
+//
+// One device (0), one non-blocking stream, one cuBLAS handle bound to that stream
+// with a workspace of its own, one stream-ordered memory pool (the device's default
+// mempool, release threshold UINT64_MAX so freed blocks are kept and reused).
+// Everything is created on first use of context() and lives until the process ends:
+// the context is deliberately never destroyed, because tearing down CUDA objects from
+// a static destructor races the runtime's own teardown at exit.
+//
+// Launchers follow one shape (see STYLE.md):
+//   NvtxRange r("op");                 // named range for Nsight
+//   Context &c = context();
+//   ... check preconditions (MT_CHECK) ...
+//   kernel<<<grid, block, 0, c.stream>>>(...);
+//   MT_CUDA_CHECK_LAUNCH("op");
+// and never synchronize the host or allocate outside the pool, so a training step can
+// be captured into a CUDA graph.
+//
+// defines: Context, context, cuda_fail, MT_CUDA_CHECK, MT_CUDA_CHECK_LAUNCH,
+//          MT_CUBLAS_CHECK, NvtxRange, PoolBuffer, grid_1d
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace mt {
+namespace cuda {
+
+// Throws Error(OUT_OF_MEMORY) for cudaErrorMemoryAllocation, Error(CUDA) otherwise,
+// naming the call, the runtime's message and file:line. Clears the thread's
+// last-error slot first so a later cudaGetLastError() does not report it twice.
+[[noreturn]] void cuda_fail(cudaError_t err, const char *what, const char *file, int line);
+// The same for the cudaGetLastError() after a kernel launch; `op` names the kernel's op.
+[[noreturn]] void cuda_launch_fail(cudaError_t err, const char *op, const char *file, int line);
+[[noreturn]] void cublas_fail(cublasStatus_t st, const char *what, const char *file, int line);
+
+}  // namespace cuda
+}  // namespace mt
+
+#define MT_CUDA_CHECK(call)                                                        \
+  do {                                                                             \
+    cudaError_t mt_err_ = (call);                                                  \
+    if (mt_err_ != cudaSuccess) ::mt::cuda::cuda_fail(mt_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After every <<<...>>>: launch-configuration errors and earlier asynchronous faults.
+#define MT_CUDA_CHECK_LAUNCH(opname)                                                   \
+  do {                                                                                 \
+    cudaError_t mt_err_ = cudaGetLastError();                                          \
+    if (mt_err_ != cudaSuccess) ::mt::cuda::cuda_launch_fail(mt_err_, opname, __FILE__, __LINE__); \
+  } while (0)
+
+#define MT_CUBLAS_CHECK(call)                                                          \
+  do {                                                                                 \
+    cublasStatus_t mt_st_ = (call);                                                    \
+    if (mt_st_ != CUBLAS_STATUS_SUCCESS)                                               \
+      ::mt::cuda::cublas_fail(mt_st_, #call, __FILE__, __LINE__);                      \
+  } while (0)
+
+namespace mt {
+namespace cuda {
+
+class Context {
+ public:
+  Context();  // throws Error(DEVICE) when no usable GPU
+  Context(const Context &) = delete;
+  Context &operator=(const Context &) = delete;
+
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  int sm_count = 1;
+  std::string name;
+
+  // User-visible allocations: tracked so live_bytes() is exact and free() can
+  // reject foreign pointers.
+  void *alloc(int64_t nbytes);
+  void free(void *p);
+  int64_t live_bytes() const;
+
+  // Launcher temporaries (reduction partials): pool memory, stream-ordered,
+  // not counted in live_bytes.
+  void *scratch_alloc(int64_t nbytes);
+  void scratch_free(void *p) noexcept;
+
+  // Graph capture of the stream. While capturing, allocations become the graph's
+  // (replays reuse their addresses), and frees of memory allocated before the capture
+  // are deferred to its end: a free recorded into the graph would run at every replay.
+  void capture_begin();
+  cudaGraphExec_t capture_end();  // instantiated with auto-free-on-launch
+  bool capturing() const { return capturing_; }
+  // Throws Error(STATE) naming `what` while capturing (host reads cannot be recorded).
+  void check_not_capturing(const char *what) const;
+
+ private:
+  bool capturing_ = false;
+  std::unordered_map<void *, bool> capture_allocs_;  // allocated during the current capture
+  std::vector<void *> deferred_frees_;
+  void *cublas_workspace_ = nullptr;
+  mutable std::mutex mu_;
+  std::unordered_map<void *, int64_t> sizes_;
+  int64_t live_ = 0;
+};
+
+// The process-wide context, created on first call (thread-safe); a failed creation
+// throws and is retried by the next call.
+Context &context();
+
+// Number of blocks for a grid-stride kernel over `work` items of `per_block` items
+// each: enough to fill the GPU a few times over, never more than needed, at least 1.
+inline unsigned grid_1d(int64_t work, int64_t per_block, int blocks_per_sm = 8) {
+  int64_t need = (work + per_block - 1) / per_block;
+  int64_t cap = (int64_t)context().sm_count * blocks_per_sm;
+  if (need > cap) need = cap;
+  return need < 1 ? 1u : (unsigned)need;
+}
+
+// A named NVTX range for the lifetime of a launcher (costs a few ns with no tool attached).
+struct NvtxRange {
+  explicit NvtxRange(const char *name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange &) = delete;
+  NvtxRange &operator=(const NvtxRange &) = delete;
+};
+
+// A launcher temporary from the pool; freed stream-ordered on scope exit, so the
+// kernels queued before the free still see valid memory.
+class PoolBuffer {
+ public:
+  explicit PoolBuffer(int64_t nbytes) : p_(context().scratch_alloc(nbytes)) {}
+  ~PoolBuffer() { context().scratch_free(p_); }
+  PoolBuffer(const PoolBuffer &) = delete;
+  PoolBuffer &operator=(const PoolBuffer &) = delete;
+  template <class T>
+  T *as() const { return static_cast<T *>(p_); }
+
+ private:
+  void *p_;
+};
+
+}  // namespace cuda
+}  // namespace mt

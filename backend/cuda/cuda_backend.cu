@@ -1,0 +1,120 @@
+// cuda_backend.cu - mt::Backend for CUDA: wires the Backend methods to the context
+// (memory, copies) and to the launchers of ops.h (kernels, cuBLAS).
+//
+// Copies to and from the host are cudaMemcpyAsync on the context stream followed by a
+// stream synchronize, so they are complete on return and ordered after every queued
+// kernel; device-to-device copies stay stream-ordered and asynchronous.
+#include "backend/cuda/context.h"
+#include "backend/cuda/ops.h"
+
+namespace mt {
+
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() : ctx_(cuda::context()) {}
+
+  Device device() const override { return Device::CUDA; }
+  const char *name() const override { return ctx_.name.c_str(); }
+
+  void *alloc(int64_t nbytes) override { return ctx_.alloc(nbytes); }
+  void free(void *p) override { ctx_.free(p); }
+  int64_t live_bytes() const override { return ctx_.live_bytes(); }
+
+  void copy_to_host(void *host_dst, const void *src, int64_t nbytes) override {
+    cuda::NvtxRange range("copy_to_host");
+    check_copy("copy_to_host", host_dst, src, nbytes);
+    ctx_.check_not_capturing("reading a tensor back to the host");
+    if (nbytes == 0) return;
+    MT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, (size_t)nbytes, cudaMemcpyDeviceToHost, ctx_.stream));
+    MT_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  void copy_from_host(void *dst, const void *host_src, int64_t nbytes) override {
+    cuda::NvtxRange range("copy_from_host");
+    check_copy("copy_from_host", dst, host_src, nbytes);
+    ctx_.check_not_capturing("copying from the host");
+    if (nbytes == 0) return;
+    MT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, (size_t)nbytes, cudaMemcpyHostToDevice, ctx_.stream));
+    MT_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  void copy(void *dst, const void *src, int64_t nbytes) override {
+    cuda::NvtxRange range("copy");
+    check_copy("copy", dst, src, nbytes);
+    if (nbytes == 0 || dst == src) return;
+    MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)nbytes, cudaMemcpyDeviceToDevice, ctx_.stream));
+  }
+  void synchronize() override {
+    ctx_.check_not_capturing("synchronizing");
+    MT_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+
+  void graph_begin() override { ctx_.capture_begin(); }
+  void *graph_end() override { return (void *)ctx_.capture_end(); }
+  void graph_replay(void *g) override {
+    ctx_.check_not_capturing("replaying a graph");
+    cuda::NvtxRange range("graph_replay");
+    MT_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)g, ctx_.stream));
+  }
+  void graph_free(void *g) noexcept override {
+    if (g) (void)cudaGraphExecDestroy((cudaGraphExec_t)g);
+  }
+  bool capturing() const override { return ctx_.capturing(); }
+
+  void fill(void *out, int64_t n, DType dtype, double value) override {
+    cuda::launch_fill(out, n, dtype, value);
+  }
+  void unary(Unary op, void *out, const void *x, int64_t n, DType dtype, double s) override {
+    cuda::launch_unary(op, out, x, n, dtype, s);
+  }
+  void binary(Binary op, void *out, const void *a, const void *b, const BroadcastPlan &plan,
+              DType dtype) override {
+    cuda::launch_binary(op, out, a, b, plan, dtype);
+  }
+  void sum_reduce(void *out, const void *x, int64_t outer, int64_t reduce, int64_t inner, DType dtype,
+                  double scale, double beta) override {
+    cuda::launch_sum_reduce(out, x, outer, reduce, inner, dtype, scale, beta);
+  }
+  void squared_diff_sum(void *out, const void *a, const void *b, int64_t n, DType dtype,
+                        double scale) override {
+    cuda::launch_squared_diff_sum(out, a, b, n, dtype, scale);
+  }
+  void matmul(const MatmulArgs &args) override { cuda::launch_matmul(args); }
+  void permute(void *out, const void *x, const int64_t *shape, const int64_t *perm, int ndim,
+               DType dtype) override {
+    cuda::launch_permute(out, x, shape, perm, ndim, dtype);
+  }
+  void cast(void *out, DType out_dtype, const void *x, DType x_dtype, int64_t n) override {
+    cuda::launch_cast(out, out_dtype, x, x_dtype, n);
+  }
+  void sgd_step(const SgdArgs &args) override { cuda::launch_sgd_step(args); }
+
+ private:
+  static void check_copy(const char *what, const void *dst, const void *src, int64_t nbytes) {
+    MT_CHECK(nbytes >= 0, INVALID_ARGUMENT, "cuda %s: negative byte count %lld", what, (long long)nbytes);
+    MT_CHECK(nbytes == 0 || (dst && src), INVALID_ARGUMENT, "cuda %s: null pointer (dst=%p, src=%p) for %lld bytes",
+             what, dst, src, (long long)nbytes);
+  }
+
+  cuda::Context &ctx_;
+};
+
+}  // namespace
+
+Backend &cuda_backend() {
+  // Never destroyed, like the context it wraps; a failed creation throws and is retried.
+  static CudaBackend *b = new CudaBackend();
+  return *b;
+}
+
+int64_t cuda_backend_device_count() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count > 0 ? count : 0;
+}
+
+}  // namespace mt

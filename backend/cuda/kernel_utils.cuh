@@ -1,0 +1,195 @@
+// kernel_utils.cuh - device helpers shared by the kernel files.
+//
+//   Compute<T>        arithmetic type of a storage type: double for F64, float otherwise
+//   to_compute/from_compute, convert<D>(s)   dtype conversions (C-cast semantics)
+//   Pack<T>, load128/store128               16-byte vector loads and stores
+//   is_aligned16                            host-side alignment test for the vector paths
+//   FastDivmod                              32-bit division by a runtime constant
+//   warp_sum / block_sum                    deterministic shuffle reductions
+//   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
+//
+// defines: the names above
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "backend/backend.h"
+
+namespace mt {
+namespace cuda {
+
+using half = __half;
+using bf16 = __nv_bfloat16;
+
+template <class T> struct TypeTag { using type = T; };
+
+// ---- arithmetic type and conversions ------------------------------------------------
+
+template <class T>
+using Compute = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+
+template <class T>
+__device__ __forceinline__ Compute<T> to_compute(T x) {
+  if constexpr (std::is_same<T, half>::value) return __half2float(x);
+  else if constexpr (std::is_same<T, bf16>::value) return __bfloat162float(x);
+  else return (Compute<T>)x;
+}
+
+template <class T, class C>
+__device__ __forceinline__ T from_compute(C x) {
+  if constexpr (std::is_same<T, half>::value) return __float2half_rn((float)x);
+  else if constexpr (std::is_same<T, bf16>::value) return __float2bfloat16_rn((float)x);
+  else return (T)x;
+}
+
+template <class T> constexpr bool is_floating_v =
+    std::is_floating_point<T>::value || std::is_same<T, half>::value || std::is_same<T, bf16>::value;
+
+// A C cast from S to D for every pair of storage types, matching the CPU reference:
+// floats convert to integers by truncation toward zero, through int64 so that
+// narrowing to uint8 wraps the way the host's cast does for in-range values; doubles
+// and integers reach half/bf16 through float (as the CPU reference and PyTorch do).
+template <class D, class S>
+__device__ __forceinline__ D convert(S s) {
+  if constexpr (std::is_same<D, S>::value) {
+    return s;
+  } else if constexpr (is_floating_v<S>) {
+    if constexpr (std::is_same<S, double>::value) {
+      if constexpr (std::is_same<D, half>::value) return __float2half_rn((float)s);
+      else if constexpr (std::is_same<D, bf16>::value) return __float2bfloat16_rn((float)s);
+      else if constexpr (std::is_floating_point<D>::value) return (D)s;
+      else return (D)(int64_t)s;
+    } else {
+      float f = to_compute(s);  // float, half, bf16 -> float is exact
+      if constexpr (std::is_same<D, half>::value) return __float2half_rn(f);
+      else if constexpr (std::is_same<D, bf16>::value) return __float2bfloat16_rn(f);
+      else if constexpr (std::is_floating_point<D>::value) return (D)f;
+      else return (D)(int64_t)f;
+    }
+  } else {  // integer source
+    if constexpr (std::is_same<D, half>::value) return __float2half_rn((float)(double)s);
+    else if constexpr (std::is_same<D, bf16>::value) return __float2bfloat16_rn((float)(double)s);
+    else return (D)s;
+  }
+}
+
+// ---- 16-byte vectors ------------------------------------------------------------------
+
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int N = 16 / sizeof(T);
+  T v[N];
+};
+
+template <class T>
+__device__ __forceinline__ Pack<T> load128(const T *p) {
+  int4 bits = *reinterpret_cast<const int4 *>(p);
+  Pack<T> out;
+  memcpy(&out, &bits, sizeof bits);
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ void store128(T *p, const Pack<T> &v) {
+  int4 bits;
+  memcpy(&bits, &v, sizeof bits);
+  *reinterpret_cast<int4 *>(p) = bits;
+}
+
+inline bool is_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// ---- index math -----------------------------------------------------------------------
+
+// n / d and n % d for 0 <= n < 2^31 with one multiply-high and a shift instead of a
+// ~20-instruction integer division (the CUTLASS construction): for d > 1,
+// p = 31 + ceil(log2 d), mul = ceil(2^p / d) < 2^32, and n / d == umulhi(n, mul) >> (p - 32).
+struct FastDivmod {
+  uint32_t d = 1, mul = 0, shift = 0;
+  FastDivmod() = default;
+  explicit FastDivmod(uint32_t divisor) : d(divisor) {
+    if (d > 1) {
+      uint32_t l = 0;
+      while ((1ull << l) < d) ++l;
+      uint32_t p = 31 + l;
+      mul = (uint32_t)(((1ull << p) + d - 1) / d);
+      shift = p - 32;
+    }
+  }
+  __host__ __device__ __forceinline__ uint32_t div(uint32_t n) const {
+#ifdef __CUDA_ARCH__
+    return d == 1 ? n : (__umulhi(n, mul) >> shift);
+#else
+    return d == 1 ? n : (uint32_t)(((uint64_t)n * mul) >> 32) >> shift;
+#endif
+  }
+  __host__ __device__ __forceinline__ void divmod(uint32_t n, uint32_t &q, uint32_t &r) const {
+    q = div(n);
+    r = n - q * d;
+  }
+};
+
+// ---- reductions -----------------------------------------------------------------------
+
+template <class A>
+__device__ __forceinline__ A warp_sum(A v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;  // valid in lane 0
+}
+
+// Sum over the block; the result is valid in thread 0. Fixed tree order, so the same
+// launch gives the same bits every time. Ends with a barrier so it can be called again.
+template <class A>
+__device__ __forceinline__ A block_sum(A v) {
+  __shared__ A partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < nwarps ? partial[lane] : A(0);
+    v = warp_sum(v);
+  }
+  __syncthreads();
+  return v;
+}
+
+// ---- dtype dispatch -------------------------------------------------------------------
+
+// Calls fn(TypeTag<T>{}) for the floating dtypes; throws Error(DTYPE) naming `op` otherwise.
+template <class Fn>
+void dispatch_float(DType d, const char *op, Fn &&fn) {
+  switch (d) {
+    case DType::F32: fn(TypeTag<float>{}); return;
+    case DType::F64: fn(TypeTag<double>{}); return;
+    case DType::F16: fn(TypeTag<half>{}); return;
+    case DType::BF16: fn(TypeTag<bf16>{}); return;
+    default: break;
+  }
+  fail(Code::DTYPE, "cuda %s: dtype %s is not supported (float32, float64, float16, bfloat16 are)",
+       op, dtype_name(d));
+}
+
+template <class Fn>
+void dispatch_any(DType d, const char *op, Fn &&fn) {
+  switch (d) {
+    case DType::F32: fn(TypeTag<float>{}); return;
+    case DType::F64: fn(TypeTag<double>{}); return;
+    case DType::F16: fn(TypeTag<half>{}); return;
+    case DType::BF16: fn(TypeTag<bf16>{}); return;
+    case DType::I32: fn(TypeTag<int32_t>{}); return;
+    case DType::I64: fn(TypeTag<int64_t>{}); return;
+    case DType::U8: fn(TypeTag<uint8_t>{}); return;
+  }
+  fail(Code::DTYPE, "cuda %s: invalid dtype %d", op, (int)d);
+}
+
+}  // namespace cuda
+}  // namespace mt

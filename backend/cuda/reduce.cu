@@ -1,0 +1,327 @@
+// reduce.cu - sum over one axis, and the sum of squared differences.
+//
+//   sum_reduce:       x (outer, reduce, inner) -> out (outer, inner)
+//                     out[o,i] = scale * sum_r x[o,r,i]  (+ beta * out[o,i] when beta != 0)
+//   squared_diff_sum: a, b (n) -> out (1) = scale * sum_i (a[i] - b[i])^2
+//
+// Bandwidth bound: one read of x (n elements), a negligible write. A 64M-element f32
+// sum reads 256 MB, ~0.09 ms at 3 TB/s; the goal is the copy ceiling, so loads are
+// 16-byte vectors with four in flight per thread wherever a row is long.
+//
+// Accumulation is in float for F32/F16/BF16 and in double for F64. Every path is a fixed
+// tree (per-thread strided sums, then warp shuffles, then a block tree, then a second
+// pass over per-block partials), so a given shape gives the same bits on every run.
+//
+// Layouts:
+//   inner == 1 (rows of length `reduce`, contiguous):
+//     short rows (<= 1024)     one warp per row, 8 rows per block
+//     many rows (>= 4 / SM)    one block per row
+//     few long rows            split each row into chunks: block partials into a pool
+//                              temporary (rows, chunks), then a row reduction of those
+//                              (outer == 1 is the full reduction: one wave of blocks).
+//   inner > 1 (columns): threads along inner (coalesced), a block of 256 = bx * by
+//     threads splits `reduce` among its by rows and sums them in shared memory; when
+//     (inner, outer) alone cannot fill the GPU, `reduce` is also split over grid.z into
+//     a (outer, splits, inner) temporary and reduced again by the same kernel.
+#include "backend/cuda/context.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/ops.h"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kWarpRowMax = 1024;  // rows up to this length get one warp each
+constexpr int64_t kMinChunk = 4096;    // elements per block in the split-row pass
+
+// ---- sources: what is summed at flat index i --------------------------------------------
+
+// x[i]. `vec`: x is element-aligned, so 16-byte packs can start after a short head.
+template <class T>
+struct SumSrc {
+  using Acc = Compute<T>;
+  static constexpr int N = Pack<T>::N;
+  const T *x;
+  bool vec;
+  __device__ __forceinline__ int64_t misalign(int64_t i) const {
+    return (int64_t)(((uintptr_t)(x + i) & 15u) / sizeof(T));
+  }
+  __device__ __forceinline__ Acc load(int64_t i) const { return to_compute(x[i]); }
+  __device__ __forceinline__ Acc load_pack(int64_t i) const {  // x + i is 16-byte aligned
+    const Pack<T> p = load128(x + i);
+    Acc s = to_compute(p.v[0]);
+#pragma unroll
+    for (int k = 1; k < N; ++k) s += to_compute(p.v[k]);
+    return s;
+  }
+};
+
+// (a[i] - b[i])^2. `vec`: a and b are element-aligned and equally misaligned mod 16 bytes.
+template <class T>
+struct SqDiffSrc {
+  using Acc = Compute<T>;
+  static constexpr int N = Pack<T>::N;
+  const T *a, *b;
+  bool vec;
+  __device__ __forceinline__ int64_t misalign(int64_t i) const {
+    return (int64_t)(((uintptr_t)(a + i) & 15u) / sizeof(T));
+  }
+  __device__ __forceinline__ Acc load(int64_t i) const {
+    const Acc d = to_compute(a[i]) - to_compute(b[i]);
+    return d * d;
+  }
+  __device__ __forceinline__ Acc load_pack(int64_t i) const {
+    const Pack<T> pa = load128(a + i), pb = load128(b + i);
+    Acc s = 0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const Acc d = to_compute(pa.v[k]) - to_compute(pb.v[k]);
+      s += d * d;
+    }
+    return s;
+  }
+};
+
+// This thread's share (tid of nthr cooperating threads) of the sum over [begin, end):
+// a scalar head up to the first 16-byte boundary, 16-byte packs four at a time, a
+// scalar tail.
+template <class Src>
+__device__ __forceinline__ typename Src::Acc range_sum(const Src &src, int64_t begin, int64_t end,
+                                                       int tid, int nthr) {
+  using Acc = typename Src::Acc;
+  constexpr int N = Src::N;
+  Acc acc = 0;
+  int64_t rest = begin;
+  if (src.vec && end - begin >= 2 * N) {
+    const int64_t mis = src.misalign(begin);
+    const int64_t vb = begin + (mis ? N - mis : 0);
+    for (int64_t j = begin + tid; j < vb; j += nthr) acc += src.load(j);
+    const int64_t nv = (end - vb) / N;
+    int64_t p = tid;
+    for (; p + 3 * nthr < nv; p += 4 * nthr) {
+      const Acc s0 = src.load_pack(vb + p * N);
+      const Acc s1 = src.load_pack(vb + (p + nthr) * N);
+      const Acc s2 = src.load_pack(vb + (p + 2 * nthr) * N);
+      const Acc s3 = src.load_pack(vb + (p + 3 * nthr) * N);
+      acc += (s0 + s1) + (s2 + s3);
+    }
+    for (; p < nv; p += nthr) acc += src.load_pack(vb + p * N);
+    rest = vb + nv * N;
+  }
+#pragma unroll 4
+  for (int64_t j = rest + tid; j < end; j += nthr) acc += src.load(j);
+  return acc;
+}
+
+template <class TOut, class Acc>
+__device__ __forceinline__ void write_out(TOut *out, Acc sum, Acc scale, Acc beta) {
+  Acc v = sum * scale;
+  if (beta != Acc(0)) v = beta * to_compute(*out) + v;  // beta == 0 never reads out (may be NaN)
+  *out = from_compute<TOut>(v);
+}
+
+// ---- kernels -----------------------------------------------------------------------------
+
+// out[r] = scale * sum(row r of src) (+ beta * out[r]), rows of `len` elements.
+// WARP: each warp of the block owns a row; otherwise the whole block does.
+template <class Src, class TOut, bool WARP>
+__global__ void __launch_bounds__(kThreads) reduce_rows_kernel(TOut *out, Src src, int64_t rows,
+                                                               int64_t len, typename Src::Acc scale,
+                                                               typename Src::Acc beta) {
+  using Acc = typename Src::Acc;
+  if constexpr (WARP) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps_per_block = blockDim.x >> 5;
+    for (int64_t r = blockIdx.x * warps_per_block + (threadIdx.x >> 5); r < rows;
+         r += (int64_t)gridDim.x * warps_per_block) {
+      Acc v = warp_sum(range_sum(src, r * len, r * len + len, lane, 32));
+      if (lane == 0) write_out(out + r, v, scale, beta);
+    }
+  } else {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+      Acc v = block_sum(range_sum(src, r * len, r * len + len, threadIdx.x, blockDim.x));
+      if (threadIdx.x == 0) write_out(out + r, v, scale, beta);
+    }
+  }
+}
+
+// partial[r * gridDim.x + c] = sum of chunk c of row r (chunk_len elements; the last is shorter).
+template <class Src>
+__global__ void __launch_bounds__(kThreads) reduce_rows_partial_kernel(typename Src::Acc *partial,
+                                                                       Src src, int64_t len,
+                                                                       int64_t chunk_len) {
+  const int64_t row = blockIdx.y, c = blockIdx.x;
+  const int64_t begin = row * len + c * chunk_len;
+  const int64_t end = min(begin + chunk_len, row * len + len);
+  const typename Src::Acc v = block_sum(range_sum(src, begin, end, threadIdx.x, blockDim.x));
+  if (threadIdx.x == 0) partial[row * gridDim.x + c] = v;
+}
+
+// out[(o * gridDim.z + z) * inner + i] = scale * sum over r in split z of x[o, r, i] (+ beta * out).
+// Block (bx, by), bx * by == kThreads, both powers of two; grid (ceil(inner / bx), <= outer, splits).
+template <class TIn, class TOut, class Acc>
+__global__ void __launch_bounds__(kThreads) reduce_cols_kernel(TOut *out, const TIn *x, int64_t outer,
+                                                               int64_t reduce, int64_t inner,
+                                                               int64_t rchunk, Acc scale, Acc beta) {
+  __shared__ Acc sm[kThreads];
+  const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
+  const int64_t i = (int64_t)blockIdx.x * bx + tx;
+  const int64_t r0 = (int64_t)blockIdx.z * rchunk;
+  const int64_t r1 = min(r0 + rchunk, reduce);
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {  // uniform across the block
+    Acc acc = 0;
+    if (i < inner) {
+      const TIn *p = x + o * reduce * inner + i;
+#pragma unroll 4
+      for (int64_t r = r0 + ty; r < r1; r += by) acc += to_compute(p[r * inner]);
+    }
+    sm[ty * bx + tx] = acc;
+    __syncthreads();
+    for (int s = by >> 1; s > 0; s >>= 1) {
+      if (ty < s) sm[ty * bx + tx] += sm[(ty + s) * bx + tx];
+      __syncthreads();
+    }
+    if (ty == 0 && i < inner)
+      write_out(out + ((int64_t)o * gridDim.z + blockIdx.z) * inner + i, sm[tx], scale, beta);
+    __syncthreads();  // sm is reused by the next o
+  }
+}
+
+// ---- launch helpers ---------------------------------------------------------------------
+
+template <class Src, class TOut>
+void launch_rows_single(const char *op, TOut *out, const Src &src, int64_t rows, int64_t len,
+                        typename Src::Acc scale, typename Src::Acc beta) {
+  Context &c = context();
+  if (len <= kWarpRowMax) {
+    const unsigned grid = grid_1d(rows, kThreads / 32, 16);
+    reduce_rows_kernel<Src, TOut, true><<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
+  } else {
+    const unsigned grid = grid_1d(rows, 1, 16);
+    reduce_rows_kernel<Src, TOut, false><<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
+  }
+  MT_CUDA_CHECK_LAUNCH(op);
+}
+
+// Rows of `len` contiguous elements of src -> out[rows].
+template <class Src, class TOut>
+void reduce_rows(const char *op, TOut *out, const Src &src, int64_t rows, int64_t len,
+                 typename Src::Acc scale, typename Src::Acc beta) {
+  using Acc = typename Src::Acc;
+  Context &c = context();
+  const int64_t target = (int64_t)c.sm_count * 4;  // one resident wave of 256-thread blocks
+  int64_t chunks = 1;
+  if (len > kWarpRowMax && rows < target) {
+    chunks = (target + rows - 1) / rows;
+    const int64_t max_chunks = (len + kMinChunk - 1) / kMinChunk;
+    if (chunks > max_chunks) chunks = max_chunks;
+  }
+  if (chunks <= 1) {
+    launch_rows_single(op, out, src, rows, len, scale, beta);
+    return;
+  }
+  // Chunk starts stay 16-byte aligned relative to the row start (64 elements >= 16 bytes).
+  int64_t chunk_len = (len + chunks - 1) / chunks;
+  chunk_len = (chunk_len + 63) / 64 * 64;
+  chunks = (len + chunk_len - 1) / chunk_len;
+  PoolBuffer partial(rows * chunks * (int64_t)sizeof(Acc));
+  reduce_rows_partial_kernel<Src><<<dim3((unsigned)chunks, (unsigned)rows), kThreads, 0, c.stream>>>(
+      partial.as<Acc>(), src, len, chunk_len);
+  MT_CUDA_CHECK_LAUNCH(op);
+  const SumSrc<Acc> psrc{partial.as<Acc>(), true};
+  launch_rows_single(op, out, psrc, rows, chunks, scale, beta);
+}
+
+template <class T>
+void reduce_cols(const char *op, T *out, const T *x, int64_t outer, int64_t reduce, int64_t inner,
+                 Compute<T> scale, Compute<T> beta) {
+  using Acc = Compute<T>;
+  Context &c = context();
+  int bx = 32;
+  while (bx / 2 >= inner) bx /= 2;  // inner > 1, so bx >= 2 and by <= 128
+  const int by = kThreads / bx;
+  const dim3 block((unsigned)bx, (unsigned)by);
+  const int64_t gx = (inner + bx - 1) / bx;
+  const int64_t gy = outer < 65535 ? outer : 65535;
+  MT_CHECK(gx < (int64_t(1) << 31), INVALID_ARGUMENT, "cuda %s: inner size %lld too large", op,
+           (long long)inner);
+
+  const int64_t target = (int64_t)c.sm_count * 4;
+  int64_t splits = 1;
+  if (gx * gy < target) {
+    splits = (target + gx * gy - 1) / (gx * gy);
+    const int64_t max_splits = reduce / (8 * (int64_t)by);  // >= 8 rows per thread
+    if (splits > max_splits) splits = max_splits;
+    if (splits > 65535) splits = 65535;
+  }
+  if (splits <= 1) {
+    reduce_cols_kernel<T, T, Acc><<<dim3((unsigned)gx, (unsigned)gy, 1), block, 0, c.stream>>>(
+        out, x, outer, reduce, inner, reduce, scale, beta);
+    MT_CUDA_CHECK_LAUNCH(op);
+    return;
+  }
+  const int64_t rchunk = (reduce + splits - 1) / splits;
+  splits = (reduce + rchunk - 1) / rchunk;
+  PoolBuffer partial(outer * splits * inner * (int64_t)sizeof(Acc));  // (outer, splits, inner)
+  reduce_cols_kernel<T, Acc, Acc><<<dim3((unsigned)gx, (unsigned)gy, (unsigned)splits), block, 0, c.stream>>>(
+      partial.as<Acc>(), x, outer, reduce, inner, rchunk, Acc(1), Acc(0));
+  MT_CUDA_CHECK_LAUNCH(op);
+  reduce_cols_kernel<Acc, T, Acc><<<dim3((unsigned)gx, (unsigned)gy, 1), block, 0, c.stream>>>(
+      out, partial.as<Acc>(), outer, splits, inner, splits, scale, beta);
+  MT_CUDA_CHECK_LAUNCH(op);
+}
+
+template <class T>
+bool elem_aligned(const void *p) {
+  return ((uintptr_t)p % sizeof(T)) == 0;
+}
+
+}  // namespace
+
+// ---- launchers ---------------------------------------------------------------------------
+
+void launch_sum_reduce(void *out, const void *x, int64_t outer, int64_t reduce, int64_t inner,
+                       DType dtype, double scale, double beta) {
+  NvtxRange range("sum_reduce");
+  MT_CHECK(outer >= 0 && reduce >= 0 && inner >= 0, INVALID_ARGUMENT,
+           "cuda sum_reduce: negative size (outer=%lld, reduce=%lld, inner=%lld)", (long long)outer,
+           (long long)reduce, (long long)inner);
+  if (outer == 0 || inner == 0) return;
+  MT_CHECK(out && (x || reduce == 0), INVALID_ARGUMENT, "cuda sum_reduce: null buffer (out=%p, x=%p)",
+           out, x);
+  dispatch_float(dtype, "sum_reduce", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = Compute<T>;
+    T *o = static_cast<T *>(out);
+    const T *in = static_cast<const T *>(x);
+    if (inner == 1) {
+      const SumSrc<T> src{in, elem_aligned<T>(in)};
+      reduce_rows("sum_reduce", o, src, outer, reduce, (Acc)scale, (Acc)beta);
+    } else {
+      reduce_cols<T>("sum_reduce", o, in, outer, reduce, inner, (Acc)scale, (Acc)beta);
+    }
+  });
+}
+
+void launch_squared_diff_sum(void *out, const void *a, const void *b, int64_t n, DType dtype,
+                             double scale) {
+  NvtxRange range("squared_diff_sum");
+  MT_CHECK(n >= 0, INVALID_ARGUMENT, "cuda squared_diff_sum: negative element count %lld", (long long)n);
+  MT_CHECK(out && ((a && b) || n == 0), INVALID_ARGUMENT,
+           "cuda squared_diff_sum: null buffer (out=%p, a=%p, b=%p)", out, a, b);
+  dispatch_float(dtype, "squared_diff_sum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = Compute<T>;
+    const T *pa = static_cast<const T *>(a);
+    const T *pb = static_cast<const T *>(b);
+    const bool vec = elem_aligned<T>(pa) && elem_aligned<T>(pb) &&
+                     (((uintptr_t)pa - (uintptr_t)pb) & 15u) == 0;
+    const SqDiffSrc<T> src{pa, pb, vec};
+    reduce_rows("squared_diff_sum", static_cast<T *>(out), src, 1, n, (Acc)scale, Acc(0));
+  });
+}
+
+}  // namespace cuda
+}  // namespace mt

@@ -1,0 +1,631 @@
+// softmax.cu - softmax / log_softmax along the last dim, forward and backward, and the
+// softmax study of issue 3 (the variants side by side, timed by scripts/bench/softmax_study.py).
+//
+//   forward:  y (rows, cols) = softmax(x (rows, cols)) along cols, or log_softmax
+//   backward: dx (written) from y and dy, all (rows, cols):
+//               softmax:      dx = y * (dy - sum_c(dy * y))
+//               log_softmax:  dx = dy - exp(y) * sum_c(dy)        (y holds log-probabilities)
+//
+// Semantics are those of backend/cpu/classify.cpp: m = the row max ignoring NaN; when m is
+// +-inf the log-sum-exp is m itself (a row holding +inf gives NaN there and 0 elsewhere; an
+// all -inf row gives NaN); otherwise y = exp(x - m) / s with s = sum exp(x - m), and a NaN
+// anywhere in the row makes the whole row NaN. Logits of +-1000 stay finite (x - m <= 0).
+// Computation is in float for F32/F16/BF16, in double for F64.
+//
+// Napkin math: the forward reads and writes rows*cols elements (8 B per element in f32) for
+// ~4 flops and one exp: bandwidth bound. 65536 x 1024 f32 moves 512 MB: 0.17 ms at the H100's
+// 2.98 TB/s copy rate; 8192 x 32768 f32 moves 2 GB: 0.72 ms. The backward reads two arrays
+// and writes one (12 B per element in f32). The exp is no limit: ~4 T/s of MUFU throughput
+// against 0.75 T elements/s at the copy rate.
+//
+// The study (variant numbers as mt_study_softmax takes them):
+//   (1) softmax_naive_kernel        one thread per row, three passes over the row; neighbouring
+//                                   threads are cols elements apart, so nothing coalesces
+//   (2) softmax_warp_online_kernel  a warp per row, lanes strided (coalesced); the online
+//                                   (max, sum) pair in one read pass, merged with shuffles; a
+//                                   second read pass writes y
+//   (3) softmax_block_online_kernel a block per row for wide rows: the same online pair,
+//                                   merged through shared memory; a second read pass writes y
+//   (4) softmax_vec_warp_kernel /   128-bit loads and stores, and the row kept in registers
+//       softmax_vec_block_kernel    between the reductions, so x is read from DRAM once:
+//                                   G lanes per row for cols <= 1024 (G < 32 packs several
+//                                   rows into a warp), a block per row up to 32768 columns
+//                                   (1024 threads x 8 float4); wider rows fall back to (3)
+//                                   with 128-bit accesses
+// (1)-(3) take float / __half / __nv_bfloat16 / double storage, (4) the 2- and 4-byte types
+// (float64 is the gradcheck dtype, not a speed path: it takes (2) and (3)).
+//
+// Production (softmax(), variant 0) takes per shape: (4) when cols % (16 / sizeof(T)) == 0
+// and x, y are 16-byte aligned, else (2) for cols <= 1024 and (3) above. The backward
+// mirrors it: register-cached 128-bit kernels up to 16384 columns (two arrays held), else a
+// warp or block per row reading y and dy twice (the second read mostly from L2).
+//
+// Contents: study hook doc | row normalisation | forward kernels (1)-(4) | backward kernels |
+//           dispatch | launchers | mt_study_softmax
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
+#include <type_traits>
+
+#include "minitorch.h"  // MT_API
+#include "backend/cuda/classify.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/row_stats.cuh"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kRowThreads = 256;        // blocks of the warp-per-row kernels
+constexpr int kBlockThreads = 512;      // blocks of the non-cached block-per-row kernels
+constexpr int kMaxBlockThreads = 1024;  // blocks of the register-cached block-per-row kernels
+constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or less) each
+// Widest rows the register-cached block kernels take (elements); past these the registers
+// spill (the backward holds two arrays). 1024 threads x 8 float4 packs = 32768 floats.
+constexpr int64_t kFwdCachedMaxCols = 32768;
+constexpr int64_t kBwdCachedMaxCols = 16384;
+
+// The 128-bit register-cached paths are built for the 2- and 4-byte types; float64 (the
+// gradcheck dtype, not a speed path) takes the scalar kernels, which keeps the build smaller.
+template <class T>
+constexpr bool kVecType = sizeof(T) <= 4;
+
+template <int V> using IntC = std::integral_constant<int, V>;
+
+unsigned grid_of(int64_t blocks) {
+  return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX);
+}
+
+// ---- row normalisation --------------------------------------------------------------------
+
+// From a row's (m, s) to its outputs: y = exp(x - m) / s, log y = (x - m) - log s; when m is
+// +-inf the CPU's lse = m rule holds (s taken as 1).
+template <class A>
+struct Norm {
+  A m, inv_s, log_s;
+  __device__ __forceinline__ Norm(A m_, A s) : m(m_) {
+    if (isinf(m_)) {
+      inv_s = A(1);
+      log_s = A(0);
+    } else {
+      inv_s = A(1) / s;
+      log_s = dlog(s);
+    }
+  }
+  template <bool LOG>
+  __device__ __forceinline__ A apply(A x) const {
+    if constexpr (LOG) return (x - m) - log_s;
+    else return dexp(x - m) * inv_s;
+  }
+};
+
+// ---- forward kernels ----------------------------------------------------------------------
+
+// (1) naive: one thread per row, three passes (max, sum, write); uncoalesced.
+template <class T, bool LOG>
+__global__ void __launch_bounds__(128) softmax_naive_kernel(T *y, const T *x, int64_t rows, int64_t cols) {
+  using A = Compute<T>;
+  for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    A m = kNegInf<A>();
+    for (int64_t c = 0; c < cols; ++c) m = dmax(m, to_compute(xr[c]));
+    A s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += dexp(to_compute(xr[c]) - m);  // m = -inf: Norm ignores s
+    const Norm<A> f(m, s);
+    for (int64_t c = 0; c < cols; ++c) yr[c] = from_compute<T>(f.template apply<LOG>(to_compute(xr[c])));
+  }
+}
+
+// (2) warp per row: lanes strided over the row, online (max, sum) in one read, shuffles merge.
+template <class T, bool LOG>
+__global__ void __launch_bounds__(kRowThreads) softmax_warp_online_kernel(T *y, const T *x, int64_t rows,
+                                                                          int64_t cols) {
+  using A = Compute<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t per_block = blockDim.x >> 5;
+  for (int64_t r = (int64_t)blockIdx.x * per_block + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * per_block) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    A m = kNegInf<A>(), s = 0;
+    for (int64_t c = lane; c < cols; c += 32) online_add(m, s, to_compute(xr[c]));
+    group_merge(m, s, 32);
+    const Norm<A> f(m, s);
+    for (int64_t c = lane; c < cols; c += 32) yr[c] = from_compute<T>(f.template apply<LOG>(to_compute(xr[c])));
+  }
+}
+
+// (3) block per row: the online pair per thread, merged through shared memory. VEC: 128-bit
+// loads and stores (cols % N == 0, x and y 16-byte aligned).
+template <class T, bool LOG, bool VEC>
+__global__ void __launch_bounds__(kBlockThreads) softmax_block_online_kernel(T *y, const T *x, int64_t rows,
+                                                                             int64_t cols) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[64];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {  // uniform across the block
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    A m = kNegInf<A>(), s = 0;
+    if constexpr (VEC) {
+      for (int64_t p = threadIdx.x; p < cols / N; p += blockDim.x) {
+        const Pack<T> v = load128(xr + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) online_add(m, s, to_compute(v.v[j]));
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online_add(m, s, to_compute(xr[c]));
+    }
+    block_allmerge(m, s, red);
+    const Norm<A> f(m, s);
+    if constexpr (VEC) {
+      for (int64_t p = threadIdx.x; p < cols / N; p += blockDim.x) {
+        Pack<T> v = load128(xr + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) v.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v.v[j])));
+        store128(yr + p * N, v);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        yr[c] = from_compute<T>(f.template apply<LOG>(to_compute(xr[c])));
+    }
+  }
+}
+
+// (4a) G lanes per row (G a power of two <= 32, G * PL * N >= cols, cols % N == 0), the row
+// in registers as PL 16-byte packs per lane: one read of x, two shuffle reductions, one write.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kRowThreads) softmax_vec_warp_kernel(T *y, const T *x, int64_t rows, int64_t cols,
+                                                                       int G) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  const int64_t packs = cols / N;
+  const int sub = threadIdx.x & (G - 1);
+  const int64_t per_block = blockDim.x / G;
+  // base is uniform across the block, so every lane reaches the shuffles
+  for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
+    const int64_t r = base + threadIdx.x / G;
+    const bool valid = r < rows;
+    Pack<T> v[PL];
+    A m = kNegInf<A>();
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = sub + (int64_t)k * G;
+      if (valid && p < packs) {
+        v[k] = load128(x + r * cols + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+      }
+    }
+    m = group_max(m, G);
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = sub + (int64_t)k * G;
+      if (valid && p < packs) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
+      }
+    }
+    s = group_sum(s, G);
+    const Norm<A> f(m, s);
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = sub + (int64_t)k * G;
+      if (valid && p < packs) {
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+        store128(y + r * cols + p * N, o);
+      }
+    }
+  }
+}
+
+// (4b) a block per row (blockDim * PL * N >= cols, cols % N == 0), PL packs per thread in registers.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kMaxBlockThreads) softmax_vec_block_kernel(T *y, const T *x, int64_t rows,
+                                                                             int64_t cols) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  const int64_t packs = cols / N;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    Pack<T> v[PL];
+    A m = kNegInf<A>();
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = threadIdx.x + (int64_t)k * blockDim.x;
+      if (p < packs) {
+        v[k] = load128(xr + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+      }
+    }
+    m = block_allmax(m, red);
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = threadIdx.x + (int64_t)k * blockDim.x;
+      if (p < packs) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
+      }
+    }
+    s = block_allsum(s, red);
+    const Norm<A> f(m, s);
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = threadIdx.x + (int64_t)k * blockDim.x;
+      if (p < packs) {
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+        store128(yr + p * N, o);
+      }
+    }
+  }
+}
+
+// ---- backward kernels ---------------------------------------------------------------------
+
+// The row sum's term and the output: softmax sums dy * y, log_softmax sums dy.
+template <bool LOG, class A>
+__device__ __forceinline__ A bwd_term(A y, A dy) {
+  if constexpr (LOG) return dy;
+  else return dy * y;
+}
+template <bool LOG, class A>
+__device__ __forceinline__ A bwd_out(A y, A dy, A sum) {
+  if constexpr (LOG) return dy - dexp(y) * sum;
+  else return y * (dy - sum);
+}
+
+// G lanes per row, y and dy held in registers (as (4a)); all of y, dy, dx 16-byte aligned.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kRowThreads) softmax_bwd_vec_warp_kernel(T *dx, const T *y, const T *dy,
+                                                                           int64_t rows, int64_t cols, int G) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  const int64_t packs = cols / N;
+  const int sub = threadIdx.x & (G - 1);
+  const int64_t per_block = blockDim.x / G;
+  for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
+    const int64_t r = base + threadIdx.x / G;
+    const bool valid = r < rows;
+    Pack<T> vy[PL], vd[PL];
+    A acc = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = sub + (int64_t)k * G;
+      if (valid && p < packs) {
+        vy[k] = load128(y + r * cols + p * N);
+        vd[k] = load128(dy + r * cols + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += bwd_term<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]));
+      }
+    }
+    acc = group_sum(acc, G);
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = sub + (int64_t)k * G;
+      if (valid && p < packs) {
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(bwd_out<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]), acc));
+        store128(dx + r * cols + p * N, o);
+      }
+    }
+  }
+}
+
+// A block per row, y and dy held in registers (blockDim * PL * N >= cols).
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kMaxBlockThreads) softmax_bwd_vec_block_kernel(T *dx, const T *y, const T *dy,
+                                                                                 int64_t rows, int64_t cols) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  const int64_t packs = cols / N;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    Pack<T> vy[PL], vd[PL];
+    A acc = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = threadIdx.x + (int64_t)k * blockDim.x;
+      if (p < packs) {
+        vy[k] = load128(y + r * cols + p * N);
+        vd[k] = load128(dy + r * cols + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += bwd_term<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]));
+      }
+    }
+    acc = block_allsum(acc, red);
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = threadIdx.x + (int64_t)k * blockDim.x;
+      if (p < packs) {
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(bwd_out<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]), acc));
+        store128(dx + r * cols + p * N, o);
+      }
+    }
+  }
+}
+
+// Any shape: a warp per row (BLOCK false) or a block per row, reading y and dy twice.
+// VEC: 128-bit accesses (cols % N == 0, all three pointers 16-byte aligned).
+template <class T, bool LOG, bool VEC, bool BLOCK>
+__global__ void __launch_bounds__(kBlockThreads) softmax_bwd_rows_kernel(T *dx, const T *y, const T *dy,
+                                                                         int64_t rows, int64_t cols) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  const int tid = BLOCK ? (int)threadIdx.x : (int)(threadIdx.x & 31);
+  const int nthr = BLOCK ? (int)blockDim.x : 32;
+  const int64_t per_block = BLOCK ? 1 : (int64_t)(blockDim.x >> 5);
+  const int64_t first = (int64_t)blockIdx.x * per_block + (BLOCK ? 0 : (int64_t)(threadIdx.x >> 5));
+  for (int64_t r = first; r < rows; r += (int64_t)gridDim.x * per_block) {  // uniform per warp / block
+    const T *yr = y + r * cols, *dyr = dy + r * cols;
+    T *dxr = dx + r * cols;
+    A acc = 0;
+    if constexpr (VEC) {
+      for (int64_t p = tid; p < cols / N; p += nthr) {
+        const Pack<T> a = load128(yr + p * N), b = load128(dyr + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += bwd_term<LOG>(to_compute(a.v[j]), to_compute(b.v[j]));
+      }
+    } else {
+      for (int64_t c = tid; c < cols; c += nthr) acc += bwd_term<LOG>(to_compute(yr[c]), to_compute(dyr[c]));
+    }
+    if constexpr (BLOCK) acc = block_allsum(acc, red);
+    else acc = group_sum(acc, 32);
+    if constexpr (VEC) {
+      for (int64_t p = tid; p < cols / N; p += nthr) {
+        const Pack<T> a = load128(yr + p * N), b = load128(dyr + p * N);
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(bwd_out<LOG>(to_compute(a.v[j]), to_compute(b.v[j]), acc));
+        store128(dxr + p * N, o);
+      }
+    } else {
+      for (int64_t c = tid; c < cols; c += nthr)
+        dxr[c] = from_compute<T>(bwd_out<LOG>(to_compute(yr[c]), to_compute(dyr[c]), acc));
+    }
+  }
+}
+
+// ---- dispatch -----------------------------------------------------------------------------
+
+// fn(IntC<pl>) for pl in {1, 2, 4, 8, 16} up to MaxPL.
+template <int MaxPL, class Fn>
+void dispatch_pl(int pl, Fn &&fn) {
+  switch (pl) {
+    case 1: fn(IntC<1>{}); return;
+    case 2: if constexpr (MaxPL >= 2) { fn(IntC<2>{}); return; } break;
+    case 4: if constexpr (MaxPL >= 4) { fn(IntC<4>{}); return; } break;
+    case 8: if constexpr (MaxPL >= 8) { fn(IntC<8>{}); return; } break;
+    case 16: if constexpr (MaxPL >= 16) { fn(IntC<16>{}); return; } break;
+    default: break;
+  }
+  MT_ASSERT(!"packs per thread out of range");
+}
+
+// Lanes per row G and packs per lane PL for a row of `packs` packs on the warp path
+// (packs <= 32 * 32 / N): G * PL >= packs, G = 32 once a row needs more than one pack per lane.
+void warp_shape(int64_t packs, int &G, int &PL) {
+  if (packs <= 32) {
+    G = next_pow2(packs);
+    PL = 1;
+  } else {
+    G = 32;
+    PL = next_pow2((packs + 31) / 32);
+  }
+}
+
+// Packs per thread and threads for the register-cached block path: the fewest packs per
+// thread that fit 1024 threads (PL <= max_pl).
+bool block_shape(int64_t packs, int max_pl, int &PL, int &threads) {
+  for (PL = 1; PL <= max_pl; PL <<= 1) {
+    if (packs <= (int64_t)kMaxBlockThreads * PL) {
+      const int64_t t = (packs + PL - 1) / PL;
+      threads = (int)((t + 31) / 32 * 32);
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class T>
+bool vec_ok(int64_t cols, std::initializer_list<const void *> ptrs) {
+  if constexpr (!kVecType<T>) {
+    return false;
+  } else {
+    if (cols % Pack<T>::N != 0) return false;
+    for (const void *p : ptrs)
+      if (!is_aligned16(p)) return false;
+    return true;
+  }
+}
+
+// One forward launch of study variant `variant` (0: the production choice).
+// Returns false when the variant cannot take the shape (variant 4 without 16-byte alignment).
+template <class T, bool LOG>
+bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t rows, int64_t cols) {
+  constexpr int N = Pack<T>::N;
+  const bool vec = vec_ok<T>(cols, {x, y});
+  if (variant == 0) variant = vec ? 4 : (cols <= kWarpMaxCols ? 2 : 3);
+  switch (variant) {
+    case 1:
+      softmax_naive_kernel<T, LOG><<<grid_of((rows + 127) / 128), 128, 0, c.stream>>>(y, x, rows, cols);
+      break;
+    case 2: {
+      const int64_t per_block = kRowThreads / 32;
+      softmax_warp_online_kernel<T, LOG>
+          <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(y, x, rows, cols);
+      break;
+    }
+    case 3:
+      softmax_block_online_kernel<T, LOG, false><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, x, rows, cols);
+      break;
+    case 4: {
+      if (!vec) return false;
+      if constexpr (kVecType<T>) {
+        constexpr int kMaxPL = (int)(kFwdCachedMaxCols / (kMaxBlockThreads * N));
+        const int64_t packs = cols / N;
+        int PL = 0, threads = 0;
+        if (cols <= kWarpMaxCols) {
+          int G = 0;
+          warp_shape(packs, G, PL);
+          const int64_t per_block = kRowThreads / G;
+          dispatch_pl<32 / N>(PL, [&](auto pl) {
+            softmax_vec_warp_kernel<T, LOG, decltype(pl)::value>
+                <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(y, x, rows, cols, G);
+          });
+        } else if (block_shape(packs, kMaxPL, PL, threads)) {
+          dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+            softmax_vec_block_kernel<T, LOG, decltype(pl)::value>
+                <<<grid_of(rows), threads, 0, c.stream>>>(y, x, rows, cols);
+          });
+        } else {  // wider than the registers hold: (3) with 128-bit accesses
+          softmax_block_online_kernel<T, LOG, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, x, rows, cols);
+        }
+      }
+      break;
+    }
+    default:
+      return false;
+  }
+  MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax" : "softmax");
+  return true;
+}
+
+template <class T, bool LOG>
+void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
+  constexpr int N = Pack<T>::N;
+  const bool vec = vec_ok<T>(cols, {dx, y, dy});
+  const int64_t packs = cols / N;
+  int PL = 0, threads = 0;
+  bool done = false;
+  if constexpr (kVecType<T>) {
+    constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kMaxBlockThreads * N));
+    if (vec && cols <= kWarpMaxCols) {
+      int G = 0;
+      warp_shape(packs, G, PL);
+      const int64_t per_block = kRowThreads / G;
+      dispatch_pl<32 / N>(PL, [&](auto pl) {
+        softmax_bwd_vec_warp_kernel<T, LOG, decltype(pl)::value>
+            <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(dx, y, dy, rows, cols, G);
+      });
+      done = true;
+    } else if (vec && block_shape(packs, kMaxPL, PL, threads)) {
+      dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+        softmax_bwd_vec_block_kernel<T, LOG, decltype(pl)::value>
+            <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
+      });
+      done = true;
+    }
+  }
+  if (done) {
+  } else if (cols <= kWarpMaxCols) {
+    const int64_t per_block = kBlockThreads / 32;
+    softmax_bwd_rows_kernel<T, LOG, false, false>
+        <<<grid_of((rows + per_block - 1) / per_block), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+  } else if (vec) {
+    softmax_bwd_rows_kernel<T, LOG, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+  } else {
+    softmax_bwd_rows_kernel<T, LOG, false, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+  }
+  MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax backward" : "softmax backward");
+}
+
+void check_rows(const char *op, int64_t rows, int64_t cols) {
+  MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "cuda %s: negative size (rows=%lld, cols=%lld)", op,
+           (long long)rows, (long long)cols);
+}
+
+}  // namespace
+
+// ---- launchers ----------------------------------------------------------------------------
+
+void softmax(Context &c, void *y, const void *x, int64_t rows, int64_t cols, DType dtype, bool log) {
+  const char *op = log ? "log_softmax" : "softmax";
+  NvtxRange range(op);
+  check_rows(op, rows, cols);
+  if (rows == 0 || cols == 0) return;
+  MT_CHECK(y && x, INVALID_ARGUMENT, "cuda %s: null buffer (y=%p, x=%p)", op, y, x);
+  dispatch_float(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *yt = static_cast<T *>(y);
+    const T *xt = static_cast<const T *>(x);
+    const bool ok = log ? softmax_forward_variant<T, true>(c, 0, yt, xt, rows, cols)
+                        : softmax_forward_variant<T, false>(c, 0, yt, xt, rows, cols);
+    MT_ASSERT(ok);
+  });
+}
+
+void softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType dtype,
+                      bool log) {
+  const char *op = log ? "log_softmax backward" : "softmax backward";
+  NvtxRange range(op);
+  check_rows(op, rows, cols);
+  if (rows == 0 || cols == 0) return;
+  MT_CHECK(dx && y && dy, INVALID_ARGUMENT, "cuda %s: null buffer (dx=%p, y=%p, dy=%p)", op, dx, y, dy);
+  dispatch_float(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (log)
+      softmax_backward_t<T, true>(c, static_cast<T *>(dx), static_cast<const T *>(y), static_cast<const T *>(dy), rows,
+                                  cols);
+    else
+      softmax_backward_t<T, false>(c, static_cast<T *>(dx), static_cast<const T *>(y), static_cast<const T *>(dy), rows,
+                                   cols);
+  });
+}
+
+}  // namespace cuda
+}  // namespace mt
+
+// ---- the study hook ---------------------------------------------------------------------------
+//
+// mt_study_softmax: an internal hook for scripts/bench/softmax_study.py and
+// tests/gpu/test_classify_parity.py, NOT part of the public API (no stability promise; it is
+// exported only because the study drives it through ctypes, and keeps the mt_ prefix so the
+// library exports nothing else).
+//   y, x     device pointers, rows x cols, row-major, of dtype (an mt_dtype: F32, F64, F16, BF16);
+//            borrowed for the call; the work is queued on the library's stream (call
+//            mt_synchronize() before reading y; synchronize any other stream that wrote x first)
+//   variant  0 production dispatch, 1 naive, 2 warp online, 3 block online, 4 vectorized
+//            (4 needs cols % (16 / element size) == 0 and 16-byte aligned x and y)
+// Returns 0 (MT_OK) or an mt_status value: MT_ERR_INVALID_ARGUMENT (bad sizes, variant or
+// pointers; variant 4 on a shape it cannot take), MT_ERR_DTYPE, MT_ERR_CUDA, MT_ERR_DEVICE.
+// It leaves mt_last_error() alone.
+extern "C" MT_API int mt_study_softmax(void *y, const void *x, int64_t rows, int64_t cols, int32_t dtype,
+                                       int32_t variant) {
+  using namespace mt;
+  using namespace mt::cuda;
+  try {
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "mt_study_softmax: invalid dtype %d", (int)dtype);
+    MT_CHECK(variant >= 0 && variant <= 4, INVALID_ARGUMENT, "mt_study_softmax: variant %d is not 0..4",
+             (int)variant);
+    MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "mt_study_softmax: negative size");
+    if (rows == 0 || cols == 0) return 0;
+    MT_CHECK(y && x, INVALID_ARGUMENT, "mt_study_softmax: null buffer");
+    NvtxRange range("study_softmax");
+    Context &c = context();
+    bool ok = false;
+    dispatch_float((DType)dtype, "study_softmax", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      ok = softmax_forward_variant<T, false>(c, variant, static_cast<T *>(y), static_cast<const T *>(x), rows, cols);
+    });
+    return ok ? 0 : (int)Code::INVALID_ARGUMENT;
+  } catch (const Error &e) {
+    return (int)e.code();
+  } catch (...) {
+    return (int)Code::INTERNAL;
+  }
+}
