@@ -184,8 +184,11 @@ bench:
 	@$(MAKE) --no-print-directory all CUDA=1
 	MINITORCH_LIB=$(abspath $(LIB)) $(PYTHON) scripts/bench/run.py
 
+# The flagship demo: the MNIST MLP (10 epochs on a GPU, one on the CPU), after fetching
+# MNIST when it is missing.
 run: all
-	$(BUILD)/xor
+	scripts/fetch_data.sh mnist
+	$(BUILD)/mnist_mlp
 
 # ---- install ----------------------------------------------------------------
 install: lib

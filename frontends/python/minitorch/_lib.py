@@ -135,6 +135,11 @@ SIGNATURES = (
     ("mt_load_idx", STATUS, (PPTR, STR, ENUM)),
     ("mt_load_tsv", STATUS, (PPTR, PPTR, STR, STR, I64, ENUM)),
     ("mt_randperm", STATUS, (PPTR, I64, I64, ENUM)),
+    # graphs
+    ("mt_graph_begin", STATUS, (ENUM,)),
+    ("mt_graph_end", STATUS, (PPTR,)),
+    ("mt_graph_replay", STATUS, (PTR,)),
+    ("mt_graph_free", STATUS, (PTR,)),
     # optimizers
     ("mt_optim_sgd", STATUS, (PPTR, PPTR, I64, F64, F64, F64, I64)),
     ("mt_optim_adam", STATUS, (PPTR, PPTR, I64, F64, F64, F64, F64, F64)),

@@ -1,0 +1,163 @@
+/* progress.h - what the training demos share besides CHECK: a progress bar on stderr
+ * (rate and ETA) and a metrics CSV writer. Header-only, C99 + POSIX clocks: define
+ * _POSIX_C_SOURCE 200809L before the first #include of the program.
+ *
+ *   progress pb;
+ *   progress_start(&pb, "epoch 1/10", steps, "batch");
+ *   for (i = 0; i < steps; i++) {
+ *     ... one step ...
+ *     if (progress_due(&pb, i + 1)) { read the loss; progress_show(&pb, i + 1, "loss 0.31"); }
+ *   }
+ *   progress_finish(&pb, "loss 0.29");
+ *
+ * On a terminal the bar redraws in place at most 10 times a second; when stderr is a
+ * file or a pipe (tests, CI logs) only the final line is printed.
+ *
+ *   metrics_csv m;
+ *   metrics_open(&m, "out/mnist_mlp.csv", "epoch,train_loss,test_loss,test_acc");
+ *   metrics_row(&m, (double[]){1, 0.29, 0.14, 0.958}, 4);
+ *   metrics_close(&m);
+ */
+#ifndef MINITORCH_DEMO_PROGRESS_H
+#define MINITORCH_DEMO_PROGRESS_H
+
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#error "define _POSIX_C_SOURCE 200809L before the first #include (progress.h needs clock_gettime, isatty, mkdir)"
+#endif
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Seconds on a monotonic clock. */
+static inline double progress_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct progress {
+  const char *label; /* borrowed, e.g. "epoch 3/10" */
+  const char *unit;  /* borrowed, e.g. "batch" */
+  int64_t total;
+  double start, last_draw;
+  int tty;
+} progress;
+
+static inline void progress_start(progress *p, const char *label, int64_t total, const char *unit) {
+  p->label = label;
+  p->unit = unit;
+  p->total = total > 0 ? total : 1;
+  p->start = progress_clock();
+  p->last_draw = 0;
+  p->tty = isatty(fileno(stderr));
+}
+
+/* "1:05", "12:03:07" */
+static inline void progress_fmt_time(char *buf, size_t n, double s) {
+  long t = s < 0 ? 0 : (long)(s + 0.5);
+  if (t >= 3600)
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else
+    snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* True when a redraw is worth its cost: on a terminal every 0.1 s and at the end. */
+static inline int progress_due(const progress *p, int64_t done) {
+  if (!p->tty) return 0;
+  return done >= p->total || progress_clock() - p->last_draw >= 0.1;
+}
+
+static inline void progress_draw(progress *p, int64_t done, const char *extra, int final) {
+  enum { WIDTH = 24 };
+  char bar[WIDTH + 1], eta[32], took[32];
+  double now = progress_clock(), elapsed = now - p->start;
+  double rate = elapsed > 0 ? (double)done / elapsed : 0;
+  int filled = (int)((double)WIDTH * (double)done / (double)p->total), i;
+  if (filled > WIDTH) filled = WIDTH;
+  for (i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '-';
+  bar[WIDTH] = '\0';
+  progress_fmt_time(eta, sizeof eta, rate > 0 ? (double)(p->total - done) / rate : 0);
+  progress_fmt_time(took, sizeof took, elapsed);
+  if (final) {
+    fprintf(stderr, "%s%s [%s] %lld/%lld %.1f %s/s in %s%s%s\n", p->tty ? "\r" : "", p->label, bar, (long long)done,
+            (long long)p->total, rate, p->unit, took, extra && *extra ? "  " : "", extra ? extra : "");
+  } else {
+    fprintf(stderr, "\r%s [%s] %3d%% %lld/%lld %.1f %s/s ETA %s%s%s\033[K", p->label, bar,
+            (int)(100.0 * (double)done / (double)p->total), (long long)done, (long long)p->total, rate, p->unit, eta,
+            extra && *extra ? "  " : "", extra ? extra : "");
+  }
+  if (final && p->tty) fprintf(stderr, "\033[K");
+  fflush(stderr);
+  p->last_draw = now;
+}
+
+/* Redraws the bar (a no-op when stderr is not a terminal). extra may be NULL. */
+static inline void progress_show(progress *p, int64_t done, const char *extra) {
+  if (p->tty) progress_draw(p, done, extra, 0);
+}
+
+/* The final line, with the total time, always printed. */
+static inline void progress_finish(progress *p, const char *extra) { progress_draw(p, p->total, extra, 1); }
+
+/* ---------------------------------------------------------------- metrics CSV */
+
+typedef struct metrics_csv {
+  FILE *f; /* NULL: disabled */
+  int ncols;
+} metrics_csv;
+
+/* Creates the file's directory if needed (one level) and writes the header.
+ * path NULL or "" disables the writer. Returns 0, or -1 after printing why. */
+static inline int metrics_open(metrics_csv *m, const char *path, const char *header) {
+  const char *c;
+  m->f = NULL;
+  m->ncols = 1;
+  for (c = header; *c; c++) m->ncols += *c == ',';
+  if (!path || !*path) return 0;
+  {
+    const char *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+      char dir[4096];
+      size_t n = (size_t)(slash - path);
+      if (n < sizeof dir) {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+          fprintf(stderr, "metrics: cannot create %s: %s\n", dir, strerror(errno));
+          return -1;
+        }
+      }
+    }
+  }
+  m->f = fopen(path, "w");
+  if (!m->f) {
+    fprintf(stderr, "metrics: cannot write %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  fprintf(m->f, "%s\n", header);
+  fflush(m->f);
+  return 0;
+}
+
+/* One row of n values (n must equal the header's column count); flushed at once so a
+ * run cut short keeps what it measured. */
+static inline void metrics_row(metrics_csv *m, const double *vals, int n) {
+  int i;
+  if (!m->f) return;
+  if (n != m->ncols) fprintf(stderr, "metrics: row of %d values for %d columns\n", n, m->ncols);
+  for (i = 0; i < n; i++) fprintf(m->f, "%s%.8g", i ? "," : "", vals[i]);
+  fputc('\n', m->f);
+  fflush(m->f);
+}
+
+static inline void metrics_close(metrics_csv *m) {
+  if (m->f) fclose(m->f);
+  m->f = NULL;
+}
+
+#endif

@@ -1,0 +1,379 @@
+/* sales.c - regression of a transaction's total price on data/sales.tsv with a
+ * Linear(n,32) -> ReLU -> Linear(32,1) network and MSE, trained twice from the same
+ * initial weights and the same batches: once with SGD, once with Adam.
+ *
+ *   sales [--data PATH] [--epochs N] [--batch B] [--sgd-lr LR] [--sgd-momentum M]
+ *         [--adam-lr LR] [--limit N] [--seed S] [--csv PATH]
+ *
+ * Features (mt_load_tsv "4:num,5:num,6:cat,2:date", target column 8): quantity, unit
+ * price, the category one-hot, and the day of year. The first 80% of the rows in file
+ * order train, the last 20% test. Features and target are standardized with the mean
+ * and std of the training split, computed on the device with mt_mean_dim. Prints the
+ * train loss (MSE of the standardized target) and the test MAE (in price units) per
+ * epoch, the MAE of the mean predictor as the baseline, and the number of epochs each
+ * optimizer needs to reach the SGD run's final training loss.
+ *
+ * Defaults: data/sales.tsv (scripts/fetch_data.sh sales), 20 epochs, batch 256,
+ * SGD lr 0.01 momentum 0.9, Adam lr 1e-3; metrics in out/sales.csv
+ * (epoch,sgd_train_loss,sgd_test_mae,adam_train_loss,adam_test_mae,baseline_mae).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "progress.h"
+
+#define HIDDEN 32
+#define COLUMNS "4:num,5:num,6:cat,2:date"
+#define TARGET 8
+
+static void die(const char *msg, const char *arg) {
+  fprintf(stderr, "sales: %s%s\n", msg, arg ? arg : "");
+  exit(1);
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die("out of memory", NULL);
+  return p;
+}
+
+/* Column means and stds of x (rows, cols) as (1, cols) tensors, with library reductions. */
+static void mean_std(mt_tensor *x, mt_tensor **mean, mt_tensor **std) {
+  mt_tensor *centered, *sq, *var, *var_eps;
+  CHECK(mt_mean_dim(mean, x, 0, 1));
+  CHECK(mt_sub(&centered, x, *mean));
+  CHECK(mt_mul(&sq, centered, centered));
+  CHECK(mt_mean_dim(&var, sq, 0, 1));
+  CHECK(mt_add_scalar(&var_eps, var, 1e-12)); /* a constant column (a category absent from train) maps to 0 */
+  CHECK(mt_pow_scalar(std, var_eps, 0.5));
+  CHECK(mt_tensor_release(centered));
+  CHECK(mt_tensor_release(sq));
+  CHECK(mt_tensor_release(var));
+  CHECK(mt_tensor_release(var_eps));
+}
+
+/* host (rows, cols) <- (host - mean) / std, computed on the device. */
+static void standardize(float *host, int64_t rows, int64_t cols, mt_tensor *mean, mt_tensor *std, mt_device dev) {
+  int64_t shape[2] = {rows, cols};
+  mt_tensor *x, *c, *z;
+  CHECK(mt_tensor_from_data(&x, host, shape, 2, MT_F32, dev));
+  CHECK(mt_sub(&c, x, mean));
+  CHECK(mt_div(&z, c, std));
+  CHECK(mt_tensor_copy_to_host(z, host, rows * cols * (int64_t)sizeof(float)));
+  CHECK(mt_tensor_release(x));
+  CHECK(mt_tensor_release(c));
+  CHECK(mt_tensor_release(z));
+}
+
+/* nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), a leaf that requires grad. */
+static mt_tensor *param_uniform(const int64_t *shape, int64_t ndim, int64_t fan_in, int64_t seed, mt_device dev) {
+  mt_tensor *u, *scaled, *p;
+  double bound = 1.0 / sqrt((double)fan_in);
+  CHECK(mt_tensor_rand(&u, shape, ndim, seed, MT_F32, dev));
+  CHECK(mt_mul_scalar(&scaled, u, 2.0 * bound));
+  CHECK(mt_add_scalar(&p, scaled, -bound));
+  CHECK(mt_tensor_release(u));
+  CHECK(mt_tensor_release(scaled));
+  CHECK(mt_tensor_set_requires_grad(p, 1));
+  return p;
+}
+
+/* (B, F) -> (B, 1) */
+static mt_tensor *forward(mt_tensor *const *p, mt_tensor *x) {
+  mt_tensor *h, *a, *y;
+  CHECK(mt_linear(&h, x, p[0], p[1]));
+  CHECK(mt_relu(&a, h));
+  CHECK(mt_linear(&y, a, p[2], p[3]));
+  CHECK(mt_tensor_release(h));
+  CHECK(mt_tensor_release(a));
+  return y;
+}
+
+typedef struct split {
+  const float *x;  /* (n, f) standardized features, host */
+  const float *ys; /* (n) standardized target, host */
+  const float *y;  /* (n) target in price units, host */
+  int64_t n, f;
+} split;
+
+typedef struct setup {
+  split train, test;
+  mt_device dev;
+  int epochs;
+  int64_t batch, seed;
+  double ymean, ystd;
+} setup;
+
+/* Test MAE in price units: mean |pred * ystd + ymean - y|. */
+static double test_mae(const setup *s, mt_tensor *const *p, mt_tensor *xte, float *pred) {
+  int64_t prev = mt_set_grad_enabled(0), i;
+  mt_tensor *out = forward(p, xte);
+  double mae = 0;
+  mt_set_grad_enabled(prev);
+  CHECK(mt_tensor_copy_to_host(out, pred, s->test.n * (int64_t)sizeof(float)));
+  CHECK(mt_tensor_release(out));
+  for (i = 0; i < s->test.n; i++) mae += fabs(pred[i] * s->ystd + s->ymean - s->test.y[i]);
+  return mae / (double)s->test.n;
+}
+
+/* Trains a fresh network (the same initial weights and batches for every optimizer);
+ * fills loss[e] and mae[e] for epochs e = 0..epochs-1. */
+static void train(const setup *s, const char *name, int adam, double lr, double momentum, double *loss, double *mae) {
+  const int64_t f = s->train.f, bs = s->batch;
+  int64_t w1[2] = {HIDDEN, f}, b1[1] = {HIDDEN}, w2[2] = {1, HIDDEN}, b2[1] = {1};
+  int64_t xs[2] = {bs, f}, ys[2] = {bs, 1}, ts[2] = {s->test.n, f};
+  int64_t tail = s->train.n % bs, steps = (s->train.n + bs - 1) / bs, *perm = xmalloc((size_t)s->train.n * 8);
+  int64_t txs[2] = {tail, f}, tys[2] = {tail, 1};
+  float *hx = xmalloc((size_t)(bs * f) * sizeof(float)), *hy = xmalloc((size_t)bs * sizeof(float));
+  float *pred = xmalloc((size_t)s->test.n * sizeof(float));
+  mt_tensor *p[4], *bx, *by, *tx = NULL, *ty = NULL, *xte;
+  mt_optimizer *opt;
+  int e, i;
+
+  p[0] = param_uniform(w1, 2, f, s->seed * 10 + 1, s->dev);
+  p[1] = param_uniform(b1, 1, f, s->seed * 10 + 2, s->dev);
+  p[2] = param_uniform(w2, 2, HIDDEN, s->seed * 10 + 3, s->dev);
+  p[3] = param_uniform(b2, 1, HIDDEN, s->seed * 10 + 4, s->dev);
+  if (adam)
+    CHECK(mt_optim_adam(&opt, p, 4, lr, 0.9, 0.999, 1e-8, 0.0));
+  else
+    CHECK(mt_optim_sgd(&opt, p, 4, lr, momentum, 0.0, 0));
+  CHECK(mt_tensor_zeros(&bx, xs, 2, MT_F32, s->dev));
+  CHECK(mt_tensor_zeros(&by, ys, 2, MT_F32, s->dev));
+  if (tail) {
+    CHECK(mt_tensor_zeros(&tx, txs, 2, MT_F32, s->dev));
+    CHECK(mt_tensor_zeros(&ty, tys, 2, MT_F32, s->dev));
+  }
+  CHECK(mt_tensor_from_data(&xte, s->test.x, ts, 2, MT_F32, s->dev));
+
+  for (e = 0; e < s->epochs; e++) {
+    mt_tensor *perm_t, *loss_sum;
+    progress pb;
+    char label[64], extra[64];
+    int64_t st, seen = 0;
+    CHECK(mt_randperm(&perm_t, s->train.n, s->seed * 1000003 + e, MT_CPU));
+    CHECK(mt_tensor_copy_to_host(perm_t, perm, s->train.n * 8));
+    CHECK(mt_tensor_release(perm_t));
+    CHECK(mt_tensor_zeros(&loss_sum, NULL, 0, MT_F32, s->dev));
+    snprintf(label, sizeof label, "%-4s epoch %d/%d", name, e + 1, s->epochs);
+    progress_start(&pb, label, steps, "batch");
+    for (st = 0; st < steps; st++) {
+      int64_t n = st * bs + bs <= s->train.n ? bs : tail, r, prev;
+      mt_tensor *x = n == bs ? bx : tx, *y = n == bs ? by : ty, *out, *l, *scaled, *sum;
+      for (r = 0; r < n; r++) {
+        int64_t k = perm[st * bs + r];
+        memcpy(hx + r * f, s->train.x + k * f, (size_t)f * sizeof(float));
+        hy[r] = s->train.ys[k];
+      }
+      CHECK(mt_tensor_copy_from_host(x, hx, n * f * (int64_t)sizeof(float)));
+      CHECK(mt_tensor_copy_from_host(y, hy, n * (int64_t)sizeof(float)));
+      out = forward(p, x);
+      CHECK(mt_mse_loss(&l, out, y));
+      CHECK(mt_optim_zero_grad(opt));
+      CHECK(mt_backward(l));
+      CHECK(mt_optim_step(opt));
+      prev = mt_set_grad_enabled(0);
+      CHECK(mt_mul_scalar(&scaled, l, (double)n));
+      CHECK(mt_add(&sum, loss_sum, scaled));
+      mt_set_grad_enabled(prev);
+      CHECK(mt_tensor_release(loss_sum));
+      loss_sum = sum;
+      seen += n;
+      CHECK(mt_tensor_release(scaled));
+      CHECK(mt_tensor_release(out));
+      CHECK(mt_tensor_release(l));
+      if (progress_due(&pb, st + 1)) {
+        double lv;
+        CHECK(mt_tensor_item(loss_sum, &lv));
+        snprintf(extra, sizeof extra, "loss %.5f", lv / (double)seen);
+        progress_show(&pb, st + 1, extra);
+      }
+    }
+    CHECK(mt_tensor_item(loss_sum, &loss[e]));
+    CHECK(mt_tensor_release(loss_sum));
+    loss[e] /= (double)seen;
+    mae[e] = test_mae(s, p, xte, pred);
+    snprintf(extra, sizeof extra, "loss %.5f", loss[e]);
+    progress_finish(&pb, extra);
+    printf("%-4s epoch %2d/%d  train loss %.5f  test MAE %.4f\n", name, e + 1, s->epochs, loss[e], mae[e]);
+    fflush(stdout);
+  }
+
+  CHECK(mt_optim_free(opt));
+  for (i = 0; i < 4; i++) CHECK(mt_tensor_release(p[i]));
+  CHECK(mt_tensor_release(bx));
+  CHECK(mt_tensor_release(by));
+  CHECK(mt_tensor_release(tx));
+  CHECK(mt_tensor_release(ty));
+  CHECK(mt_tensor_release(xte));
+  free(perm);
+  free(hx);
+  free(hy);
+  free(pred);
+}
+
+/* The first epoch (1-based) whose loss is at most target, or 0. */
+static int epochs_to_reach(const double *loss, int epochs, double target) {
+  int e;
+  for (e = 0; e < epochs; e++)
+    if (loss[e] <= target) return e + 1;
+  return 0;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: sales [--data PATH] [--epochs N] [--batch B] [--sgd-lr LR] [--sgd-momentum M] [--adam-lr LR]\n"
+          "             [--limit N] [--seed S] [--csv PATH]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  const char *path = "data/sales.tsv", *csv = "out/sales.csv";
+  double sgd_lr = 0.01, sgd_momentum = 0.9, adam_lr = 1e-3, base_mae = 0, base_mse = 0;
+  int64_t limit = 0, rows, f, ntr, nte, shape[2], i;
+  setup s;
+  mt_tensor *feat, *targ, *xtr, *ytr, *mu, *sd, *ymu, *ysd;
+  float *hx, *hy, *hys;
+  double *sgd_loss, *sgd_mae, *adam_loss, *adam_mae, t0;
+  int e, sgd_epochs, adam_epochs;
+  metrics_csv metrics;
+
+  s.dev = mt_default_device();
+  s.epochs = 20;
+  s.batch = 256;
+  s.seed = 1;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
+    if (!strcmp(a, "--data")) path = v;
+    else if (!strcmp(a, "--epochs")) s.epochs = atoi(v);
+    else if (!strcmp(a, "--batch")) s.batch = atoll(v);
+    else if (!strcmp(a, "--sgd-lr")) sgd_lr = atof(v);
+    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = atof(v);
+    else if (!strcmp(a, "--adam-lr")) adam_lr = atof(v);
+    else if (!strcmp(a, "--limit")) limit = atoll(v);
+    else if (!strcmp(a, "--seed")) s.seed = atoll(v);
+    else if (!strcmp(a, "--csv")) csv = v;
+    else usage();
+    i++;
+  }
+  if (s.epochs < 1 || s.batch < 1) die("--epochs and --batch must be >= 1", NULL);
+
+  printf("device: %s\n", mt_device_name(s.dev));
+  t0 = progress_clock();
+  CHECK(mt_load_tsv(&feat, &targ, path, COLUMNS, TARGET, MT_CPU));
+  CHECK(mt_tensor_shape(feat, shape));
+  rows = limit > 0 && limit < shape[0] ? limit : shape[0];
+  f = shape[1];
+  hx = xmalloc((size_t)(shape[0] * f) * sizeof(float));
+  hy = xmalloc((size_t)shape[0] * sizeof(float));
+  hys = xmalloc((size_t)shape[0] * sizeof(float));
+  CHECK(mt_tensor_copy_to_host(feat, hx, shape[0] * f * (int64_t)sizeof(float)));
+  CHECK(mt_tensor_copy_to_host(targ, hy, shape[0] * (int64_t)sizeof(float)));
+  CHECK(mt_tensor_release(feat));
+  CHECK(mt_tensor_release(targ));
+  ntr = rows * 8 / 10;
+  nte = rows - ntr;
+  if (ntr < 1 || nte < 1) die("too few rows for an 80/20 split in ", path);
+  printf("data: %s: %lld rows (columns \"%s\", target %d) -> %lld features; %lld train, %lld test (file order); "
+         "loaded in %.1f s\n",
+         path, (long long)rows, COLUMNS, TARGET, (long long)f, (long long)ntr, (long long)nte, progress_clock() - t0);
+
+  /* Standardization statistics from the training split, on the device. */
+  {
+    int64_t xs[2] = {ntr, f}, ys[2] = {ntr, 1};
+    float m, sdev;
+    CHECK(mt_tensor_from_data(&xtr, hx, xs, 2, MT_F32, s.dev));
+    CHECK(mt_tensor_from_data(&ytr, hy, ys, 2, MT_F32, s.dev));
+    mean_std(xtr, &mu, &sd);
+    mean_std(ytr, &ymu, &ysd);
+    CHECK(mt_tensor_copy_to_host(ymu, &m, sizeof m));
+    CHECK(mt_tensor_copy_to_host(ysd, &sdev, sizeof sdev));
+    s.ymean = m;
+    s.ystd = sdev;
+    memcpy(hys, hy, (size_t)rows * sizeof(float));
+    standardize(hx, rows, f, mu, sd, s.dev);
+    standardize(hys, rows, 1, ymu, ysd, s.dev);
+    CHECK(mt_tensor_release(xtr));
+    CHECK(mt_tensor_release(ytr));
+    CHECK(mt_tensor_release(mu));
+    CHECK(mt_tensor_release(sd));
+    CHECK(mt_tensor_release(ymu));
+    CHECK(mt_tensor_release(ysd));
+  }
+  s.train.x = hx;
+  s.train.ys = hys;
+  s.train.y = hy;
+  s.train.n = ntr;
+  s.train.f = f;
+  s.test.x = hx + ntr * f;
+  s.test.ys = hys + ntr;
+  s.test.y = hy + ntr;
+  s.test.n = nte;
+  s.test.f = f;
+  if (s.batch > ntr) s.batch = ntr;
+
+  /* The mean predictor: always the training mean. */
+  for (i = 0; i < nte; i++) {
+    base_mae += fabs(s.ymean - s.test.y[i]);
+    base_mse += (double)s.test.ys[i] * s.test.ys[i];
+  }
+  base_mae /= (double)nte;
+  base_mse /= (double)nte;
+  printf("target: train mean %.4f, std %.4f; mean predictor on test: MAE %.4f, standardized MSE %.4f\n", s.ymean,
+         s.ystd, base_mae, base_mse);
+  printf("model: Linear(%lld,%d) -> ReLU -> Linear(%d,1), MSE; batch %lld; %d epochs; SGD lr %g momentum %g; "
+         "Adam lr %g\n",
+         (long long)f, HIDDEN, HIDDEN, (long long)s.batch, s.epochs, sgd_lr, sgd_momentum, adam_lr);
+  fflush(stdout);
+
+  sgd_loss = xmalloc((size_t)s.epochs * sizeof(double));
+  sgd_mae = xmalloc((size_t)s.epochs * sizeof(double));
+  adam_loss = xmalloc((size_t)s.epochs * sizeof(double));
+  adam_mae = xmalloc((size_t)s.epochs * sizeof(double));
+  train(&s, "sgd", 0, sgd_lr, sgd_momentum, sgd_loss, sgd_mae);
+  train(&s, "adam", 1, adam_lr, 0, adam_loss, adam_mae);
+
+  if (metrics_open(&metrics, csv, "epoch,sgd_train_loss,sgd_test_mae,adam_train_loss,adam_test_mae,baseline_mae") != 0)
+    return 1;
+  for (e = 0; e < s.epochs; e++) {
+    double row[6];
+    row[0] = e + 1;
+    row[1] = sgd_loss[e];
+    row[2] = sgd_mae[e];
+    row[3] = adam_loss[e];
+    row[4] = adam_mae[e];
+    row[5] = base_mae;
+    metrics_row(&metrics, row, 6);
+  }
+  metrics_close(&metrics);
+
+  sgd_epochs = epochs_to_reach(sgd_loss, s.epochs, sgd_loss[s.epochs - 1]);
+  adam_epochs = epochs_to_reach(adam_loss, s.epochs, sgd_loss[s.epochs - 1]);
+  printf("baseline (mean predictor): test MAE %.4f\n", base_mae);
+  printf("sgd : final train loss %.5f, test MAE %.4f (%.1f%% of the baseline)\n", sgd_loss[s.epochs - 1],
+         sgd_mae[s.epochs - 1], 100 * sgd_mae[s.epochs - 1] / base_mae);
+  printf("adam: final train loss %.5f, test MAE %.4f (%.1f%% of the baseline)\n", adam_loss[s.epochs - 1],
+         adam_mae[s.epochs - 1], 100 * adam_mae[s.epochs - 1] / base_mae);
+  if (adam_epochs)
+    printf("epochs to reach SGD's final train loss %.5f: sgd %d, adam %d\n", sgd_loss[s.epochs - 1], sgd_epochs,
+           adam_epochs);
+  else
+    printf("epochs to reach SGD's final train loss %.5f: sgd %d, adam not within %d\n", sgd_loss[s.epochs - 1],
+           sgd_epochs, s.epochs);
+  if (*csv) printf("metrics: %s\n", csv);
+
+  free(hx);
+  free(hy);
+  free(hys);
+  free(sgd_loss);
+  free(sgd_mae);
+  free(adam_loss);
+  free(adam_mae);
+  printf("live tensors: %lld\n", (long long)mt_live_tensors());
+  return mt_live_tensors() == 0 ? 0 : 1;
+}
