@@ -36,6 +36,10 @@ PARAM_TYPES = {
     "mt_dtype*": POINTER(c_int32),
     "mt_device*": POINTER(c_int32),
 }
+# Opaque handle types (mt_tensor, mt_optimizer, mt_graph, ...) cross as pointers.
+for _handle in ("mt_graph",):
+    PARAM_TYPES[_handle + "*"] = c_void_p
+    PARAM_TYPES[_handle + "**"] = POINTER(c_void_p)
 RESULT_TYPES = {
     "mt_status": _lib.STATUS,
     "int64_t": c_int64,
