@@ -419,6 +419,10 @@ MT_API mt_status mt_tensor_zero_grad(mt_tensor *t) {
   return guard("mt_tensor_zero_grad", [&] { zero_grad(*tensor_arg(t, "t")); });
 }
 
+MT_API mt_status mt_tensor_clear_grad(mt_tensor *t) {
+  return guard("mt_tensor_clear_grad", [&] { clear_grad(*tensor_arg(t, "t")); });
+}
+
 MT_API mt_status mt_tensor_detach(mt_tensor **out, mt_tensor *t) {
   return op_entry("mt_tensor_detach", out, [&] { return ops::detach(tensor_arg(t, "t")); });
 }

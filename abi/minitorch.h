@@ -173,6 +173,9 @@ MT_API mt_status mt_tensor_requires_grad(const mt_tensor *t, int64_t *out);
 MT_API mt_status mt_tensor_grad(mt_tensor **out, const mt_tensor *t);
 /* Sets every element of the tensor's gradient to zero (no-op when it has none). */
 MT_API mt_status mt_tensor_zero_grad(mt_tensor *t);
+/* Drops the tensor's gradient: mt_tensor_grad gives NULL until the next backward writes a
+ * fresh one (no kernel runs, and none is needed to accumulate into it later). */
+MT_API mt_status mt_tensor_clear_grad(mt_tensor *t);
 /* A new handle on the same storage that does not require grad. */
 MT_API mt_status mt_tensor_detach(mt_tensor **out, mt_tensor *t);
 /* Turns recording on (1) or off (0) for this thread; returns the previous mode. */
@@ -318,7 +321,9 @@ MT_API mt_status mt_optim_adamw(mt_optimizer **out, mt_tensor *const *params, in
                                 double beta2, double eps, double weight_decay);
 /* Applies one update to every parameter that has a gradient; not recorded on the tape. */
 MT_API mt_status mt_optim_step(mt_optimizer *opt);
-/* Zeroes the gradients of every parameter. */
+/* Drops the gradients of every parameter, as torch's zero_grad(set_to_none=True): the next
+ * backward writes fresh gradients instead of adding into zeroed ones, and a parameter that
+ * gets none is skipped by mt_optim_step. */
 MT_API mt_status mt_optim_zero_grad(mt_optimizer *opt);
 MT_API mt_status mt_optim_set_lr(mt_optimizer *opt, double lr);
 MT_API mt_status mt_optim_get_lr(const mt_optimizer *opt, double *out);

@@ -216,8 +216,14 @@ void zero_grad(Tensor &t) {
   if (t.grad) t.grad->backend().fill(t.grad->data(), t.grad->numel(), t.grad->dtype, 0.0);
 }
 
+void clear_grad(Tensor &t) {
+  Tensor *g = t.grad;
+  t.grad = nullptr;
+  tensor_release(g);
+}
+
 void optimizer_zero_grad(Optimizer &opt) {
-  for (Ref &p : opt.params) zero_grad(*p);
+  for (Ref &p : opt.params) clear_grad(*p);
 }
 
 }  // namespace mt

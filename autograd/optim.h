@@ -32,4 +32,6 @@ void optimizer_step(Optimizer &opt);
 void optimizer_zero_grad(Optimizer &opt);
 // Sets every element of t's gradient to zero (no-op without one).
 void zero_grad(Tensor &t);
+// Drops t's gradient.
+void clear_grad(Tensor &t);
 }  // namespace mt

@@ -93,9 +93,12 @@ class SGDTest(TestCase):
         opt.step()
         self.assertClose(a, [0.8], rtol=1e-14)
         self.assertClose(b, [0.0], rtol=0, atol=1e-15)
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=False)
         self.assertEqual(a.grad.tolist(), [0.0])
         self.assertEqual(b.grad.tolist(), [0.0])
+        opt.zero_grad()  # set_to_none=True, as torch
+        self.assertIsNone(a.grad)
+        self.assertIsNone(b.grad)
         self.assertIn("Parameter Group 1", repr(opt))
 
     def test_gradients_accumulate_without_zero_grad(self):

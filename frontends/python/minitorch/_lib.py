@@ -83,6 +83,7 @@ SIGNATURES = (
     ("mt_tensor_requires_grad", STATUS, (PTR, PI64)),
     ("mt_tensor_grad", STATUS, (PPTR, PTR)),
     ("mt_tensor_zero_grad", STATUS, (PTR,)),
+    ("mt_tensor_clear_grad", STATUS, (PTR,)),
     ("mt_tensor_detach", STATUS, (PPTR, PTR)),
     ("mt_set_grad_enabled", I64, (I64,)),
     ("mt_is_grad_enabled", I64, ()),

@@ -94,10 +94,14 @@ class Optimizer:
         return loss
 
     def zero_grad(self, set_to_none=True):
-        """Zeroes every parameter's gradient (minitorch cannot drop a gradient, so
-        set_to_none only exists for torch compatibility)."""
-        for h in self._handle_list():
-            lib.mt_optim_zero_grad(h)
+        """Drops every parameter's gradient (set_to_none=True, as torch), or zeroes it in place."""
+        if set_to_none:
+            for h in self._handle_list():
+                lib.mt_optim_zero_grad(h)
+        else:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    lib.mt_tensor_zero_grad(p)
 
     def get_lr(self):
         """The learning rate of each group as the library holds it."""
