@@ -8,7 +8,7 @@
 // so an H100 (~3 TB/s copy) should run a 64M-element f32 unary in ~0.18 ms and a binary
 // in ~0.27 ms. What buys that: 16-byte loads and stores (float4 / double2 / 8 halves) on
 // the flat path whenever every pointer is 16-byte aligned, four of them in flight per
-// thread, a grid-stride loop over a grid of a few waves, and a scalar tail.
+// thread, a grid-stride loop over one wave of resident blocks, and a scalar tail.
 // The broadcast path (plan.same false) maps each output index to the two input offsets
 // with at most 8 divisions by constants, done as multiply-high + shift (FastDivmod)
 // while numel < 2^31, which keeps it bandwidth bound too.
@@ -230,11 +230,13 @@ void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn f
   Context &c = context();
   const bool vec = is_aligned16(out) && is_aligned16(a) && (ARITY == 1 || is_aligned16(b));
   if (vec) {
-    const unsigned grid = grid_1d(n / Pack<T>::N + 1, kThreads);
-    map_flat_kernel<T, true, ARITY><<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
+    constexpr auto kernel = map_flat_kernel<T, true, ARITY, Fn>;
+    const unsigned grid = wave_grid<kernel>(c.sm_count, n / Pack<T>::N + 1, kThreads, kThreads);
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
   } else {
-    const unsigned grid = grid_1d(n, kThreads);
-    map_flat_kernel<T, false, ARITY><<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
+    constexpr auto kernel = map_flat_kernel<T, false, ARITY, Fn>;
+    const unsigned grid = wave_grid<kernel>(c.sm_count, n, kThreads, kThreads);
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }
@@ -243,7 +245,6 @@ template <class T, class Fn>
 void launch_bcast(const char *op, T *out, const T *a, const T *b, const BroadcastPlan &plan, Fn fn) {
   Context &c = context();
   const int64_t n = plan.numel;
-  const unsigned grid = grid_1d(n, kThreads);
   if (n < (int64_t(1) << 31)) {
     // Every offset is < n: a and b never span more elements than the output.
     BcastIndex32 ix{};
@@ -254,7 +255,9 @@ void launch_bcast(const char *op, T *out, const T *a, const T *b, const Broadcas
       ix.a_stride[d] = (uint32_t)plan.a_stride[src];
       ix.b_stride[d] = (uint32_t)plan.b_stride[src];
     }
-    binary_bcast32_kernel<T><<<grid, kThreads, 0, c.stream>>>(out, a, b, (uint32_t)n, ix, fn);
+    constexpr auto kernel = binary_bcast32_kernel<T, Fn>;
+    const unsigned grid = wave_grid<kernel>(c.sm_count, n, kThreads, kThreads);
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, (uint32_t)n, ix, fn);
   } else {
     BcastIndex64 ix{};
     ix.ndim = plan.ndim;
@@ -264,7 +267,9 @@ void launch_bcast(const char *op, T *out, const T *a, const T *b, const Broadcas
       ix.a_stride[d] = plan.a_stride[src];
       ix.b_stride[d] = plan.b_stride[src];
     }
-    binary_bcast64_kernel<T><<<grid, kThreads, 0, c.stream>>>(out, a, b, n, ix, fn);
+    constexpr auto kernel = binary_bcast64_kernel<T, Fn>;
+    const unsigned grid = wave_grid<kernel>(c.sm_count, n, kThreads, kThreads);
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, ix, fn);
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }
@@ -301,9 +306,12 @@ void launch_fill(void *out, int64_t n, DType dtype, double value) {
     using T = typename decltype(tag)::type;
     T *o = static_cast<T *>(out);
     if (is_aligned16(o)) {
-      fill_kernel<T, true><<<grid_1d(n / Pack<T>::N + 1, kThreads), kThreads, 0, c.stream>>>(o, n, value);
+      constexpr auto kernel = fill_kernel<T, true>;
+      kernel<<<wave_grid<kernel>(c.sm_count, n / Pack<T>::N + 1, kThreads, kThreads), kThreads, 0, c.stream>>>(
+          o, n, value);
     } else {
-      fill_kernel<T, false><<<grid_1d(n, kThreads), kThreads, 0, c.stream>>>(o, n, value);
+      constexpr auto kernel = fill_kernel<T, false>;
+      kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>(o, n, value);
     }
     MT_CUDA_CHECK_LAUNCH("fill");
   });

@@ -4,6 +4,7 @@
 //   to_compute/from_compute, convert<D>(s)   dtype conversions (C-cast semantics)
 //   Pack<T>, load128/store128               16-byte vector loads and stores
 //   is_aligned16                            host-side alignment test for the vector paths
+//   wave_grid                               grid-stride grid of one wave of resident blocks
 //   FastDivmod                              32-bit division by a runtime constant
 //   warp_sum / block_sum                    deterministic shuffle reductions
 //   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
@@ -103,6 +104,35 @@ __device__ __forceinline__ void store128(T *p, const Pack<T> &v) {
 }
 
 inline bool is_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// ---- grid sizing ----------------------------------------------------------------------
+
+// How many blocks of `threads` threads of Kernel fit on one SM at once (registers and
+// shared memory permitting); asked once per kernel, 1 if the runtime cannot say.
+template <auto Kernel>
+int resident_blocks_per_sm(int threads) {
+  static const int blocks = [threads] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, 0) != cudaSuccess || b < 1) {
+      (void)cudaGetLastError();
+      b = 1;
+    }
+    return b;
+  }();
+  return blocks;
+}
+
+// Blocks for a grid-stride kernel over `work` items, `per_block` items per block and
+// pass: as many as the work needs, at most one full wave of resident blocks. Every
+// block of a grid-stride loop does the same share of the work, so a grid of 1.3 waves
+// would take two waves' time; one wave of resident blocks never waits.
+template <auto Kernel>
+unsigned wave_grid(int sm_count, int64_t work, int64_t per_block, int threads) {
+  int64_t need = (work + per_block - 1) / per_block;
+  const int64_t cap = (int64_t)sm_count * resident_blocks_per_sm<Kernel>(threads);
+  if (need > cap) need = cap;
+  return need < 1 ? 1u : (unsigned)need;
+}
 
 // ---- index math -----------------------------------------------------------------------
 

@@ -198,7 +198,9 @@ void launch_permute(void *out, const void *x, const int64_t *shape, const int64_
         ix.size[d] = FastDivmod((uint32_t)size[m - 1 - d]);
         ix.stride[d] = (uint32_t)stride[m - 1 - d];
       }
-      permute32_kernel<W><<<grid_1d(numel, kThreads), kThreads, 0, c.stream>>>(o, in, (uint32_t)numel, ix);
+      constexpr auto kernel = permute32_kernel<W>;
+      kernel<<<wave_grid<kernel>(c.sm_count, numel, kThreads, kThreads), kThreads, 0, c.stream>>>(
+          o, in, (uint32_t)numel, ix);
     } else {
       PermIndex64 ix{};
       ix.ndim = m;
@@ -206,7 +208,8 @@ void launch_permute(void *out, const void *x, const int64_t *shape, const int64_
         ix.size[d] = size[m - 1 - d];
         ix.stride[d] = stride[m - 1 - d];
       }
-      permute64_kernel<W><<<grid_1d(numel, kThreads), kThreads, 0, c.stream>>>(o, in, numel, ix);
+      constexpr auto kernel = permute64_kernel<W>;
+      kernel<<<wave_grid<kernel>(c.sm_count, numel, kThreads, kThreads), kThreads, 0, c.stream>>>(o, in, numel, ix);
     }
     MT_CUDA_CHECK_LAUNCH("permute");
   });
@@ -230,8 +233,9 @@ void launch_cast(void *out, DType out_dtype, const void *x, DType x_dtype, int64
     using S = typename decltype(stag)::type;
     dispatch_any(out_dtype, "cast", [&](auto dtag) {
       using D = typename decltype(dtag)::type;
-      cast_kernel<D, S><<<grid_1d(n, kThreads), kThreads, 0, c.stream>>>(static_cast<D *>(out),
-                                                                        static_cast<const S *>(x), n);
+      constexpr auto kernel = cast_kernel<D, S>;
+      kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>(
+          static_cast<D *>(out), static_cast<const S *>(x), n);
       MT_CUDA_CHECK_LAUNCH("cast");
     });
   });

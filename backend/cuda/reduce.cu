@@ -196,11 +196,13 @@ void launch_rows_single(const char *op, TOut *out, const Src &src, int64_t rows,
                         typename Src::Acc scale, typename Src::Acc beta) {
   Context &c = context();
   if (len <= kWarpRowMax) {
-    const unsigned grid = grid_1d(rows, kThreads / 32, 16);
-    reduce_rows_kernel<Src, TOut, true><<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
+    constexpr auto kernel = reduce_rows_kernel<Src, TOut, true>;
+    const unsigned grid = wave_grid<kernel>(c.sm_count, rows, kThreads / 32, kThreads);
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
   } else {
-    const unsigned grid = grid_1d(rows, 1, 16);
-    reduce_rows_kernel<Src, TOut, false><<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
+    constexpr auto kernel = reduce_rows_kernel<Src, TOut, false>;
+    const unsigned grid = wave_grid<kernel>(c.sm_count, rows, 1, kThreads);
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }
