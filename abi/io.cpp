@@ -3,61 +3,11 @@
 // every exception into a status plus a message prefixed with the function's name.
 #include "minitorch.h"
 
-#include <new>
-#include <string>
-
+#include "abi/entry.h"
 #include "autograd/io.h"
 
-namespace mt {
-// Sets this thread's mt_last_error() message. The storage lives beside mt_last_error in
-// abi.cpp; the declaration is weak so that this file links (with messages left unset)
-// in a tree whose abi.cpp does not define it yet.
-__attribute__((weak, visibility("hidden"))) void set_last_error(const std::string &msg);
-}  // namespace mt
-
 using namespace mt;
-
-namespace {
-
-void report(const char *fn, const char *what, const char *detail) noexcept {
-  try {
-    if (set_last_error) set_last_error(std::string(fn) + ": " + what + detail);
-  } catch (...) {
-  }
-}
-
-// The guard of abi.cpp, for this file's entry points.
-template <class F>
-mt_status guard(const char *fn, F &&f) noexcept {
-  try {
-    f();
-    return MT_OK;
-  } catch (const Error &e) {
-    report(fn, "", e.what());
-    return (mt_status)e.code();
-  } catch (const std::bad_alloc &) {
-    report(fn, "out of host memory", "");
-    return MT_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception &e) {
-    report(fn, "internal error, please report: ", e.what());
-    return MT_ERR_INTERNAL;
-  } catch (...) {
-    report(fn, "internal error, please report: unknown exception", "");
-    return MT_ERR_INTERNAL;
-  }
-}
-
-Device device_arg(mt_device d) {
-  MT_CHECK(d == MT_CPU || d == MT_CUDA, INVALID_ARGUMENT, "invalid device %d (expected MT_CPU=0 or MT_CUDA=1)", (int)d);
-  return (Device)d;
-}
-
-const char *string_arg(const char *s, const char *name) {
-  MT_CHECK(s, INVALID_ARGUMENT, "%s is NULL", name);
-  return s;
-}
-
-}  // namespace
+using namespace mt::abi;
 
 extern "C" {
 
