@@ -5,6 +5,7 @@
 // stream synchronize, so they are complete on return and ordered after every queued
 // kernel; device-to-device copies stay stream-ordered and asynchronous.
 #include "backend/cuda/context.h"
+#include "backend/cuda/classify.h"
 #include "backend/cuda/ops.h"
 
 namespace mt {
@@ -88,6 +89,58 @@ class CudaBackend final : public Backend {
     cuda::launch_cast(out, out_dtype, x, x_dtype, n);
   }
   void sgd_step(const SgdArgs &args) override { cuda::launch_sgd_step(args); }
+
+  // ---- classification family, gathers and blocks (classify.cu, softmax.cu, adam.cu)
+  void softmax(void *y, const void *x, int64_t rows, int64_t cols, DType d, bool log) override {
+    cuda::softmax(ctx_, y, x, rows, cols, d, log);
+  }
+  void softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType d,
+                        bool log) override {
+    cuda::softmax_backward(ctx_, dx, y, dy, rows, cols, d, log);
+  }
+  void cross_entropy(void *loss, void *lse, const void *x, const int64_t *t, int64_t rows, int64_t cols, DType d,
+                     double scale) override {
+    cuda::cross_entropy(ctx_, loss, lse, x, t, rows, cols, d, scale);
+  }
+  void cross_entropy_backward(void *dx, const void *x, const void *lse, const int64_t *t, const void *dloss,
+                              int64_t rows, int64_t cols, DType d, double scale) override {
+    cuda::cross_entropy_backward(ctx_, dx, x, lse, t, dloss, rows, cols, d, scale);
+  }
+  void nll_loss(void *loss, const void *lp, const int64_t *t, int64_t rows, int64_t cols, DType d,
+                double scale) override {
+    cuda::nll_loss(ctx_, loss, lp, t, rows, cols, d, scale);
+  }
+  void nll_loss_backward(void *dlp, const int64_t *t, const void *dloss, int64_t rows, int64_t cols, DType d,
+                         double scale) override {
+    cuda::nll_loss_backward(ctx_, dlp, t, dloss, rows, cols, d, scale);
+  }
+  int64_t first_out_of_range(const int64_t *idx, int64_t n, int64_t bound) override {
+    return cuda::first_out_of_range(ctx_, idx, n, bound);
+  }
+  void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
+                  DType d) override {
+    cuda::max_reduce(ctx_, values, indices, x, outer, reduce, inner, d);
+  }
+  void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce, int64_t inner,
+                    DType d) override {
+    cuda::max_backward(ctx_, dx, indices, dy, outer, reduce, inner, d);
+  }
+  void adam_step(const AdamArgs &a) override { cuda::adam_step(ctx_, a); }
+  void slice_copy(void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start, int64_t len,
+                  DType d) override {
+    cuda::slice_copy(ctx_, out, x, outer, size, inner, start, len, d);
+  }
+  void slice_backward(void *dx, const void *dy, int64_t outer, int64_t size, int64_t inner, int64_t start,
+                      int64_t len, DType d) override {
+    cuda::slice_backward(ctx_, dx, dy, outer, size, inner, start, len, d);
+  }
+  void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType d) override {
+    cuda::index_select(ctx_, out, x, idx, n, cols, d);
+  }
+  void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
+                 DType d) override {
+    cuda::index_add(ctx_, dx, idx, dy, n, rows_x, cols, d);
+  }
 
  private:
   static void check_copy(const char *what, const void *dst, const void *src, int64_t nbytes) {

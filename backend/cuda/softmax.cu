@@ -130,6 +130,7 @@ __global__ void __launch_bounds__(kRowThreads) softmax_warp_online_kernel(T *y, 
     const T *xr = x + r * cols;
     T *yr = y + r * cols;
     A m = kNegInf<A>(), s = 0;
+#pragma unroll 4
     for (int64_t c = lane; c < cols; c += 32) online_add(m, s, to_compute(xr[c]));
     group_merge(m, s, 32);
     const Norm<A> f(m, s);
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_block_online_kernel(T *
         for (int j = 0; j < N; ++j) online_add(m, s, to_compute(v.v[j]));
       }
     } else {
+#pragma unroll 4
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online_add(m, s, to_compute(xr[c]));
     }
     block_allmerge(m, s, red);
@@ -600,7 +602,8 @@ void softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64
 //            borrowed for the call; the work is queued on the library's stream (call
 //            mt_synchronize() before reading y; synchronize any other stream that wrote x first)
 //   variant  0 production dispatch, 1 naive, 2 warp online, 3 block online, 4 vectorized
-//            (4 needs cols % (16 / element size) == 0 and 16-byte aligned x and y)
+//            (4 needs a 2- or 4-byte dtype, cols % (16 / element size) == 0 and 16-byte aligned
+//            x and y; 0 is what mt_softmax runs)
 // Returns 0 (MT_OK) or an mt_status value: MT_ERR_INVALID_ARGUMENT (bad sizes, variant or
 // pointers; variant 4 on a shape it cannot take), MT_ERR_DTYPE, MT_ERR_CUDA, MT_ERR_DEVICE.
 // It leaves mt_last_error() alone.

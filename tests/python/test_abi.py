@@ -52,9 +52,12 @@ class TestExports(U.ABITestCase):
         allowed_extra = {"_init", "_fini", "_edata", "_end", "__bss_start"}
         stray = sorted(n for n in names if not n.startswith("mt_") and n not in allowed_extra)
         self.assertEqual(stray, [], "symbols exported besides mt_*")
-        # every exported mt_ symbol is a function of the header: nothing internal leaks out
+        # every exported mt_ symbol is a function of the header: nothing internal leaks out,
+        # except the kernel-study hooks (mt_study_*), which the benchmarks drive by ctypes and
+        # which carry no stability promise (backend/cuda/softmax.cu documents them)
         header = set(U.parse_header())
-        self.assertEqual(sorted(n for n in names if n.startswith("mt_") and n not in header), [],
+        self.assertEqual(sorted(n for n in names if n.startswith("mt_") and n not in header
+                                and not n.startswith("mt_study_")), [],
                          "mt_ symbols exported that abi/minitorch.h does not declare")
         self.assertEqual(sorted(header - names), [], "header functions not exported")
 

@@ -1,0 +1,733 @@
+// classify.cu - cross-entropy (one fused kernel forward, one backward), nll, the target check,
+// max/argmax along a dim, and the gathers and blocks: slice, index_select, index_add.
+//
+//   cross_entropy           logits (rows, cols), targets (rows) int64 -> lse (rows), loss (1)
+//                           loss = scale * sum_r (lse_r - x[r, t_r])
+//   cross_entropy_backward  dlogits (rows, cols) written = scale * dloss * (exp(x - lse_r) - onehot)
+//   nll_loss                loss (1) = -scale * sum_r lp[r, t_r]
+//   nll_loss_backward       dlp (rows, cols) written = -scale * dloss at [r, t_r], 0 elsewhere
+//   first_out_of_range      idx (n) -> first i with idx[i] outside [0, bound), or -1 (host answer)
+//   max_reduce              x (outer, reduce, inner) -> values, indices (outer, inner)
+//   max_backward            dx (outer, reduce, inner) written = dy (outer, inner) at the index, else 0
+//   slice_copy / backward   (outer, size, inner) <-> (outer, len, inner) at offset start
+//   index_select            out (n, cols) = x[idx[r], :]
+//   index_add               dx (rows_x, cols) += dy (n, cols) at rows idx[r], deterministic
+//
+// Napkin math (65536 x 1024 f32, the PERF.md cross-entropy shape): the forward reads the
+// logits once (256 MB, 0.09 ms at 2.98 TB/s) -- one pass per row keeps the running
+// (max, sum of exp) pair, so nothing is re-read -- and the backward reads them again and
+// writes dlogits (512 MB, 0.17 ms): ~0.26 ms for both against PyTorch's 0.97 ms.
+// The loss is deterministic: per-row terms go to a pool temporary and a fixed-order
+// tree (one block per 32K rows, then one block) sums them; no float atomics anywhere.
+//
+// index_add: a stable radix sort (CUB) of (idx[r], r) pairs groups the rows of dy by
+// destination in ascending r; one warp per destination row then adds its source rows in
+// that order, starting from dx's value, so the float adds happen in exactly the CPU loop's
+// order (float32 results are bit-identical to the CPU's). Cost: the sort of n 32-bit keys
+// (~10 bits per pass for vocabularies up to 2^20: 2 passes over 8n bytes, a few us for
+// n = 64K) plus 16n bytes of temporaries, then one read of dy and one read-modify-write of
+// the touched rows of dx. The alternative without a sort (every destination scans all n
+// indices) costs rows_x * n index reads: 3e9 for a 50K vocabulary and 64K tokens.
+//
+// Contents: helpers | cross-entropy and nll | target check | max | copies | index_add | launchers
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
+
+#include "backend/cuda/classify.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/row_stats.cuh"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kWarpMaxCols = 2048;  // cross-entropy rows up to this width: a warp (or less) per row
+constexpr int64_t kSumChunk = 32768;    // elements per block in the deterministic sum
+
+unsigned grid_of(int64_t blocks) {
+  return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX);
+}
+
+// Blocks for a grid-stride loop over `work` items, kThreads per block, a few waves at most.
+unsigned grid_stride_blocks(Context &c, int64_t work) {
+  const int64_t need = (work + kThreads - 1) / kThreads;
+  const int64_t cap = (int64_t)c.sm_count * 16;
+  return grid_of(std::min(need, cap));
+}
+
+// ---- deterministic sums -------------------------------------------------------------------
+
+template <class A>
+struct ArraySrc {
+  const A *p;
+  __device__ __forceinline__ A operator()(int64_t i) const { return p[i]; }
+};
+
+// lp[r, t_r] (NaN for a target outside [0, cols): the caller validates, this only keeps the read in bounds)
+template <class T>
+struct PickSrc {
+  const T *lp;
+  const int64_t *t;
+  int64_t cols;
+  __device__ __forceinline__ Compute<T> operator()(int64_t r) const {
+    const int64_t tr = t[r];
+    return (tr >= 0 && tr < cols) ? to_compute(lp[r * cols + tr]) : Compute<T>(NAN);
+  }
+};
+
+// out[blockIdx.x] = scale * sum of src(i) over this block's chunk [b * chunk, (b + 1) * chunk) of [0, n).
+template <class Src, class A, class TOut>
+__global__ void __launch_bounds__(1024) sum_chunks_kernel(TOut *out, Src src, int64_t n, int64_t chunk, A scale) {
+  const int64_t begin = (int64_t)blockIdx.x * chunk;
+  const int64_t end = min(begin + chunk, n);
+  A acc = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += src(i);
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = from_compute<TOut>(acc * scale);
+}
+
+// *out = scale * sum_{i < n} src(i), in a fixed order (n may be 0: out gets 0 * scale).
+template <class A, class TOut, class Src>
+void deterministic_sum(Context &c, const char *op, TOut *out, const Src &src, int64_t n, A scale) {
+  if (n <= kSumChunk) {
+    sum_chunks_kernel<Src, A, TOut><<<1, 1024, 0, c.stream>>>(out, src, n, kSumChunk, scale);
+    MT_CUDA_CHECK_LAUNCH(op);
+    return;
+  }
+  const int64_t blocks = (n + kSumChunk - 1) / kSumChunk;
+  PoolBuffer partial(blocks * (int64_t)sizeof(A));
+  sum_chunks_kernel<Src, A, A><<<grid_of(blocks), 1024, 0, c.stream>>>(partial.as<A>(), src, n, kSumChunk, A(1));
+  MT_CUDA_CHECK_LAUNCH(op);
+  deterministic_sum<A, TOut>(c, op, out, ArraySrc<A>{partial.as<A>()}, blocks, scale);
+}
+
+// ---- cross-entropy and nll ----------------------------------------------------------------
+
+// This thread's share (tid of nthr) of row xr's running (max, sum of exp). VEC: 16-byte packs
+// (cols % N == 0, xr 16-byte aligned): the pack's max first, so one rescale per pack at most.
+template <class T, bool VEC>
+__device__ __forceinline__ void row_scan(Compute<T> &m, Compute<T> &s, const T *xr, int64_t cols, int tid,
+                                         int nthr) {
+  using A = Compute<T>;
+  if constexpr (VEC) {
+    constexpr int N = Pack<T>::N;
+#pragma unroll 4
+    for (int64_t p = tid; p < cols / N; p += nthr) {
+      const Pack<T> v = load128(xr + p * N);
+      A pm = to_compute(v.v[0]);
+#pragma unroll
+      for (int j = 1; j < N; ++j) pm = dmax(pm, to_compute(v.v[j]));
+      if (pm > m) {
+        s = s * dexp(m - pm);  // m = -inf: s * 0 (NaN stays NaN)
+        m = pm;
+      }
+      if (m == kNegInf<A>()) {  // the pack holds only -inf (adds 0) and NaN (adds NaN)
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const A xj = to_compute(v.v[j]);
+          if (xj != xj) s += xj;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) s += dexp(to_compute(v.v[j]) - m);
+      }
+    }
+  } else {
+#pragma unroll 4
+    for (int64_t c = tid; c < cols; c += nthr) online_add(m, s, to_compute(xr[c]));
+  }
+}
+
+// One pass over each row: lse[r] and row_loss[r] = lse_r - x[r, t_r] (computed as
+// (m - x_t) + log s, which keeps the digits of a small loss next to large logits).
+// BLOCK: a block per row; else G lanes per row (G a power of two <= 32).
+template <class T, bool VEC, bool BLOCK>
+__global__ void __launch_bounds__(kThreads) ce_forward_kernel(Compute<T> *row_loss, T *lse, const T *x,
+                                                              const int64_t *t, int64_t rows, int64_t cols, int G) {
+  using A = Compute<T>;
+  __shared__ A red[64];
+  const int nthr = BLOCK ? (int)blockDim.x : G;
+  const int sub = BLOCK ? (int)threadIdx.x : (int)(threadIdx.x & (G - 1));
+  const int64_t per_block = BLOCK ? 1 : (int64_t)(blockDim.x / G);
+  for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
+    const int64_t r = base + (BLOCK ? 0 : (int64_t)(threadIdx.x / G));
+    const bool valid = r < rows;
+    A m = kNegInf<A>(), s = 0;
+    if (valid) row_scan<T, VEC>(m, s, x + r * cols, cols, sub, nthr);
+    if constexpr (BLOCK) block_allmerge(m, s, red);
+    else group_merge(m, s, G);
+    if (valid && sub == 0) {
+      const int64_t tr = t[r];
+      const A xt = (tr >= 0 && tr < cols) ? to_compute(x[r * cols + tr]) : A(NAN);
+      A l, loss;
+      if (isinf(m)) {  // +inf present or the row all -inf / NaN: lse = m, as the CPU
+        l = m;
+        loss = m - xt;
+      } else {
+        const A ls = dlog(s);
+        l = m + ls;
+        loss = (m - xt) + ls;
+      }
+      lse[r] = from_compute<T>(l);
+      row_loss[r] = loss;
+    }
+  }
+}
+
+// Index math of the flat backward kernels: unit u (a pack of W elements, or one element) of a
+// (rows, units_per_row) grid. FAST: u < 2^31, one multiply-high instead of a 64-bit division.
+template <bool FAST>
+__device__ __forceinline__ void row_col(int64_t u, int64_t units_per_row, const FastDivmod &fd, int64_t &r,
+                                        int64_t &cu) {
+  if constexpr (FAST) {
+    uint32_t q, rem;
+    fd.divmod((uint32_t)u, q, rem);
+    r = q;
+    cu = rem;
+  } else {
+    r = u / units_per_row;
+    cu = u - r * units_per_row;
+  }
+}
+
+// CE: dx = g * (exp(x - lse_r) - [c == t_r]);  NLL (CE false): dx = -g at [r, t_r], else 0;
+// g = scale * dloss[0]. VEC: W = N elements per unit (cols % N == 0, x and dx 16-byte aligned).
+template <class T, bool CE, bool VEC, bool FAST>
+__global__ void __launch_bounds__(kThreads) ce_backward_kernel(T *dx, const T *x, const T *lse, const int64_t *t,
+                                                               const T *dloss, int64_t rows, int64_t cols,
+                                                               double scale, FastDivmod fd) {
+  using A = Compute<T>;
+  constexpr int W = VEC ? Pack<T>::N : 1;
+  const A g = (A)((double)to_compute(dloss[0]) * scale);
+  const int64_t upr = cols / W, units = rows * upr;
+  for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < units; u += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r, cu;
+    row_col<FAST>(u, upr, fd, r, cu);
+    const int64_t tr = t[r];
+    const int64_t c0 = cu * W;
+    A l = 0;
+    if constexpr (CE) l = to_compute(lse[r]);
+    if constexpr (VEC) {
+      Pack<T> v;
+      if constexpr (CE) v = load128(x + u * W);
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const bool hit = c0 + j == tr;
+        A val;
+        if constexpr (CE) val = g * (dexp(to_compute(v.v[j]) - l) - (hit ? A(1) : A(0)));
+        else val = hit ? -g : A(0);
+        v.v[j] = from_compute<T>(val);
+      }
+      store128(dx + u * W, v);
+    } else {
+      const bool hit = c0 == tr;
+      A val;
+      if constexpr (CE) val = g * (dexp(to_compute(x[u]) - l) - (hit ? A(1) : A(0)));
+      else val = hit ? -g : A(0);
+      dx[u] = from_compute<T>(val);
+    }
+  }
+}
+
+// ---- target check -------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads) first_bad_kernel(unsigned long long *first, const int64_t *idx, int64_t n,
+                                                             int64_t bound) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t v = idx[i];
+    if (v < 0 || v >= bound) atomicMin(first, (unsigned long long)i);
+  }
+}
+
+// ---- max / argmax -------------------------------------------------------------------------
+
+// Whether candidate (vb, ib) beats (va, ia) under the CPU loop's rule: the first NaN wins,
+// else the largest value, ties to the smaller index. Index -1 marks "no candidate". This is
+// a strict order on (value, index) pairs, so any reduction tree finds the CPU's answer.
+template <class A>
+__device__ __forceinline__ bool max_better(A va, int64_t ia, A vb, int64_t ib) {
+  if (ib < 0) return false;
+  if (ia < 0) return true;
+  const bool na = va != va, nb = vb != vb;
+  if (na || nb) return nb && (!na || ib < ia);
+  if (vb != va) return vb > va;
+  return ib < ia;
+}
+
+// inner == 1: a warp per row of `len` contiguous elements.
+template <class T>
+__global__ void __launch_bounds__(kThreads) argmax_rows_kernel(T *values, int64_t *indices, const T *x, int64_t rows,
+                                                               int64_t len) {
+  using A = Compute<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t per_block = blockDim.x >> 5;
+  for (int64_t r = (int64_t)blockIdx.x * per_block + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * per_block) {
+    const T *xr = x + r * len;
+    A bv = 0;
+    int64_t bi = -1;
+    for (int64_t c = lane; c < len; c += 32) {
+      const A v = to_compute(xr[c]);
+      if (max_better(bv, bi, v, c)) {
+        bv = v;
+        bi = c;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const A v2 = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int64_t i2 = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (max_better(bv, bi, v2, i2)) {
+        bv = v2;
+        bi = i2;
+      }
+    }
+    if (lane == 0) {
+      if (values) values[r] = from_compute<T>(bv);
+      indices[r] = bi;
+    }
+  }
+}
+
+// Any inner: block (bx, by), bx * by == kThreads, threads along inner (coalesced) and by of
+// them splitting `reduce`; a shared-memory tree merges the by candidates.
+// Grid (ceil(inner / bx), min(outer, 65535)), outer strided.
+template <class T>
+__global__ void __launch_bounds__(kThreads) argmax_cols_kernel(T *values, int64_t *indices, const T *x, int64_t outer,
+                                                               int64_t reduce, int64_t inner) {
+  using A = Compute<T>;
+  __shared__ A sv[kThreads];
+  __shared__ int64_t si[kThreads];
+  const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, by = blockDim.y;
+  const int64_t i = (int64_t)blockIdx.x * bx + tx;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {  // uniform across the block
+    A bv = 0;
+    int64_t bi = -1;
+    if (i < inner) {
+      const T *p = x + o * reduce * inner + i;
+      for (int64_t r = ty; r < reduce; r += by) {
+        const A v = to_compute(p[r * inner]);
+        if (max_better(bv, bi, v, r)) {
+          bv = v;
+          bi = r;
+        }
+      }
+    }
+    sv[ty * bx + tx] = bv;
+    si[ty * bx + tx] = bi;
+    __syncthreads();
+    for (int s = by >> 1; s > 0; s >>= 1) {
+      if (ty < s) {
+        const int a = ty * bx + tx, b = (ty + s) * bx + tx;
+        if (max_better(sv[a], si[a], sv[b], si[b])) {
+          sv[a] = sv[b];
+          si[a] = si[b];
+        }
+      }
+      __syncthreads();
+    }
+    if (ty == 0 && i < inner) {
+      if (values) values[o * inner + i] = from_compute<T>(sv[tx]);
+      indices[o * inner + i] = si[tx];
+    }
+    __syncthreads();  // sv, si are reused by the next o
+  }
+}
+
+// dx[o, r, i] = indices[o, i] == r ? dy[o, i] : 0 over all outer * reduce * inner elements.
+template <class T, bool FAST>
+__global__ void __launch_bounds__(kThreads) max_backward_kernel(T *dx, const int64_t *indices, const T *dy,
+                                                                int64_t total, int64_t reduce, int64_t inner,
+                                                                FastDivmod fd_inner, FastDivmod fd_reduce) {
+  const T zero = from_compute<T>(Compute<T>(0));
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t o, r, i;
+    if constexpr (FAST) {
+      uint32_t q, i32, o32, r32;
+      fd_inner.divmod((uint32_t)e, q, i32);
+      fd_reduce.divmod(q, o32, r32);
+      o = o32;
+      r = r32;
+      i = i32;
+    } else {
+      const int64_t q = e / inner;
+      i = e - q * inner;
+      o = q / reduce;
+      r = q - o * reduce;
+    }
+    const int64_t oi = o * inner + i;
+    dx[e] = indices[oi] == r ? dy[oi] : zero;
+  }
+}
+
+// ---- row copies (slice, index_select) -------------------------------------------------------
+
+// dst row k (k < rows, pitch dst_pitch) = src row s(k) (pitch src_pitch), row_units units of U
+// each; s(k) = k, or idx[k] when GATHER (a row outside [0, bound) is written as zeros: the
+// caller validates the indices, this only keeps the read in bounds).
+template <class U, bool GATHER, bool FAST>
+__global__ void __launch_bounds__(kThreads) copy_rows_kernel(U *dst, const U *src, int64_t rows, int64_t row_units,
+                                                             int64_t dst_pitch, int64_t src_pitch, const int64_t *idx,
+                                                             int64_t bound, FastDivmod fd) {
+  const int64_t total = rows * row_units;
+  for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < total; u += (int64_t)gridDim.x * blockDim.x) {
+    int64_t k, j;
+    row_col<FAST>(u, row_units, fd, k, j);
+    int64_t s = k;
+    if constexpr (GATHER) {
+      s = idx[k];
+      if (s < 0 || s >= bound) {
+        dst[k * dst_pitch + j] = U{};
+        continue;
+      }
+    }
+    dst[k * dst_pitch + j] = src[s * src_pitch + j];
+  }
+}
+
+// Strided row copy in bytes: rows rows of row_bytes from src (pitch src_pitch bytes) to dst
+// (pitch dst_pitch bytes), in the widest unit (16, 8, 4, 2, 1 bytes) that every size and
+// both pointers are multiples of. GATHER: source row idx[k] (< bound) instead of k.
+void copy_rows(Context &c, const char *op, void *dst, const void *src, int64_t rows, int64_t row_bytes,
+               int64_t dst_pitch, int64_t src_pitch, const int64_t *idx, int64_t bound) {
+  if (rows == 0 || row_bytes == 0) return;
+  const uint64_t bits = (uint64_t)row_bytes | (uint64_t)dst_pitch | (uint64_t)src_pitch | (uint64_t)(uintptr_t)dst |
+                        (uint64_t)(uintptr_t)src;
+  int unit = 16;
+  while (bits & (uint64_t)(unit - 1)) unit >>= 1;
+  const int64_t row_units = row_bytes / unit, total = rows * row_units;
+  const bool fast = total < (int64_t(1) << 31);
+  const FastDivmod fd(fast ? (uint32_t)row_units : 1u);
+  const unsigned grid = grid_stride_blocks(c, total);
+  auto launch = [&](auto utag) {
+    using U = typename decltype(utag)::type;
+    U *d = static_cast<U *>(dst);
+    const U *s = static_cast<const U *>(src);
+    const int64_t dp = dst_pitch / unit, sp = src_pitch / unit;
+    if (idx) {
+      if (fast) copy_rows_kernel<U, true, true><<<grid, kThreads, 0, c.stream>>>(d, s, rows, row_units, dp, sp, idx, bound, fd);
+      else copy_rows_kernel<U, true, false><<<grid, kThreads, 0, c.stream>>>(d, s, rows, row_units, dp, sp, idx, bound, fd);
+    } else {
+      if (fast) copy_rows_kernel<U, false, true><<<grid, kThreads, 0, c.stream>>>(d, s, rows, row_units, dp, sp, idx, bound, fd);
+      else copy_rows_kernel<U, false, false><<<grid, kThreads, 0, c.stream>>>(d, s, rows, row_units, dp, sp, idx, bound, fd);
+    }
+  };
+  switch (unit) {
+    case 16: launch(TypeTag<uint4>{}); break;
+    case 8: launch(TypeTag<uint2>{}); break;
+    case 4: launch(TypeTag<uint32_t>{}); break;
+    case 2: launch(TypeTag<uint16_t>{}); break;
+    default: launch(TypeTag<uint8_t>{}); break;
+  }
+  MT_CUDA_CHECK_LAUNCH(op);
+}
+
+// ---- index_add ----------------------------------------------------------------------------
+
+// keys[r] = idx[r] (rows_x for an index outside [0, rows_x): sorted last and skipped), vals[r] = r.
+__global__ void __launch_bounds__(kThreads) index_keys_kernel(uint32_t *keys, uint32_t *vals, const int64_t *idx,
+                                                              int64_t n, int64_t rows_x) {
+  for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < n; r += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t d = idx[r];
+    keys[r] = (uint32_t)(d >= 0 && d < rows_x ? d : rows_x);
+    vals[r] = (uint32_t)r;
+  }
+}
+
+// One warp per sorted position p; the warp at the first position of a run of equal keys d
+// owns destination row d: for its columns [blockIdx.y * col_tile, +col_tile) it adds the
+// source rows vals[p..end) in that (ascending) order onto dx[d, c].
+template <class T>
+__global__ void __launch_bounds__(kThreads) index_add_rows_kernel(T *dx, const T *dy, const uint32_t *keys,
+                                                                  const uint32_t *vals, int64_t n, int64_t rows_x,
+                                                                  int64_t cols, int64_t col_tile) {
+  using A = Compute<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (p >= n) return;  // warp-uniform from here on
+  const uint32_t d = keys[p];
+  if ((int64_t)d >= rows_x) return;        // an out-of-range index (the caller validates)
+  if (p > 0 && keys[p - 1] == d) return;   // not the first of its run
+  int64_t end = n;
+  for (int64_t q0 = p + 1; q0 < n; q0 += 32) {  // the run's end, 32 keys per step
+    const int64_t q = q0 + lane;
+    const unsigned stop = __ballot_sync(0xffffffffu, q >= n || keys[q] != d);
+    if (stop) {
+      end = q0 + __ffs((int)stop) - 1;
+      break;
+    }
+  }
+  const int64_t c1 = min((int64_t)(blockIdx.y + 1) * col_tile, cols);
+  T *row = dx + (int64_t)d * cols;
+  for (int64_t c = (int64_t)blockIdx.y * col_tile + lane; c < c1; c += 32) {
+    A acc = to_compute(row[c]);
+    for (int64_t q = p; q < end; ++q) acc += to_compute(dy[(int64_t)vals[q] * cols + c]);
+    row[c] = from_compute<T>(acc);
+  }
+}
+
+// ---- argument checks ----------------------------------------------------------------------
+
+void check_sizes(const char *op, std::initializer_list<int64_t> sizes) {
+  for (int64_t s : sizes)
+    MT_CHECK(s >= 0, INVALID_ARGUMENT, "cuda %s: negative size %lld", op, (long long)s);
+}
+
+void check_dtype_valid(const char *op, DType d) {
+  MT_CHECK((int)d >= 0 && (int)d < kNumDTypes, DTYPE, "cuda %s: invalid dtype %d", op, (int)d);
+}
+
+}  // namespace
+
+// ---- launchers ----------------------------------------------------------------------------
+
+void cross_entropy(Context &c, void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
+                   int64_t cols, DType dtype, double scale) {
+  NvtxRange range("cross_entropy");
+  check_sizes("cross_entropy", {rows, cols});
+  MT_CHECK(loss && (rows == 0 || (lse && logits && targets)), INVALID_ARGUMENT,
+           "cuda cross_entropy: null buffer (loss=%p, lse=%p, logits=%p, targets=%p)", loss, lse, logits,
+           (const void *)targets);
+  MT_CHECK(rows == 0 || cols > 0, SHAPE, "cuda cross_entropy: %lld rows of 0 classes", (long long)rows);
+  dispatch_float(dtype, "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Compute<T>;
+    const T *x = static_cast<const T *>(logits);
+    T *l = static_cast<T *>(lse);
+    PoolBuffer row_loss(std::max<int64_t>(rows, 1) * (int64_t)sizeof(A));
+    if (rows > 0) {
+      const bool vec = cols % Pack<T>::N == 0 && is_aligned16(x);
+      if (cols <= kWarpMaxCols) {
+        const int64_t units = vec ? cols / Pack<T>::N : cols;
+        const int G = std::min<int>(32, next_pow2(units));
+        const int64_t per_block = kThreads / G;
+        const unsigned grid = grid_of((rows + per_block - 1) / per_block);
+        if (vec) ce_forward_kernel<T, true, false><<<grid, kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, G);
+        else ce_forward_kernel<T, false, false><<<grid, kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, G);
+      } else {
+        if (vec) ce_forward_kernel<T, true, true><<<grid_of(rows), kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, 32);
+        else ce_forward_kernel<T, false, true><<<grid_of(rows), kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, 32);
+      }
+      MT_CUDA_CHECK_LAUNCH("cross_entropy");
+    }
+    deterministic_sum<A>(c, "cross_entropy", static_cast<T *>(loss), ArraySrc<A>{row_loss.as<A>()}, rows, (A)scale);
+  });
+}
+
+namespace {
+// The flat backward of cross-entropy (CE) or nll.
+template <bool CE>
+void ce_nll_backward(Context &c, const char *op, void *dx, const void *logits, const void *lse, const int64_t *targets,
+                     const void *dloss, int64_t rows, int64_t cols, DType dtype, double scale) {
+  dispatch_float(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *d = static_cast<T *>(dx);
+    const T *x = static_cast<const T *>(logits), *l = static_cast<const T *>(lse), *g = static_cast<const T *>(dloss);
+    const bool vec = cols % Pack<T>::N == 0 && is_aligned16(d) && (!CE || is_aligned16(x));
+    const int64_t upr = vec ? cols / Pack<T>::N : cols, units = rows * upr;
+    const bool fast = units < (int64_t(1) << 31);
+    const FastDivmod fd(fast ? (uint32_t)upr : 1u);
+    const unsigned grid = grid_stride_blocks(c, units);
+    if (vec) {
+      if (fast) ce_backward_kernel<T, CE, true, true><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
+      else ce_backward_kernel<T, CE, true, false><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
+    } else {
+      if (fast) ce_backward_kernel<T, CE, false, true><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
+      else ce_backward_kernel<T, CE, false, false><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
+    }
+    MT_CUDA_CHECK_LAUNCH(op);
+  });
+}
+}  // namespace
+
+void cross_entropy_backward(Context &c, void *dlogits, const void *logits, const void *lse, const int64_t *targets,
+                            const void *dloss, int64_t rows, int64_t cols, DType dtype, double scale) {
+  NvtxRange range("cross_entropy_backward");
+  check_sizes("cross_entropy backward", {rows, cols});
+  if (rows == 0 || cols == 0) return;
+  MT_CHECK(dlogits && logits && lse && targets && dloss, INVALID_ARGUMENT,
+           "cuda cross_entropy backward: null buffer (dlogits=%p, logits=%p, lse=%p, targets=%p, dloss=%p)", dlogits,
+           logits, lse, (const void *)targets, dloss);
+  ce_nll_backward<true>(c, "cross_entropy backward", dlogits, logits, lse, targets, dloss, rows, cols, dtype, scale);
+}
+
+void nll_loss(Context &c, void *loss, const void *log_probs, const int64_t *targets, int64_t rows, int64_t cols,
+              DType dtype, double scale) {
+  NvtxRange range("nll_loss");
+  check_sizes("nll_loss", {rows, cols});
+  MT_CHECK(loss && (rows == 0 || (log_probs && targets)), INVALID_ARGUMENT,
+           "cuda nll_loss: null buffer (loss=%p, log_probs=%p, targets=%p)", loss, log_probs, (const void *)targets);
+  dispatch_float(dtype, "nll_loss", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Compute<T>;
+    const PickSrc<T> src{static_cast<const T *>(log_probs), targets, cols};
+    deterministic_sum<A>(c, "nll_loss", static_cast<T *>(loss), src, rows, (A)(-scale));
+  });
+}
+
+void nll_loss_backward(Context &c, void *dlp, const int64_t *targets, const void *dloss, int64_t rows, int64_t cols,
+                       DType dtype, double scale) {
+  NvtxRange range("nll_loss_backward");
+  check_sizes("nll_loss backward", {rows, cols});
+  if (rows == 0 || cols == 0) return;
+  MT_CHECK(dlp && targets && dloss, INVALID_ARGUMENT, "cuda nll_loss backward: null buffer (dlp=%p, targets=%p, dloss=%p)",
+           dlp, (const void *)targets, dloss);
+  ce_nll_backward<false>(c, "nll_loss backward", dlp, nullptr, nullptr, targets, dloss, rows, cols, dtype, scale);
+}
+
+int64_t first_out_of_range(Context &c, const int64_t *idx, int64_t n, int64_t bound) {
+  NvtxRange range("first_out_of_range");
+  check_sizes("first_out_of_range", {n});
+  if (n == 0) return -1;
+  MT_CHECK(idx, INVALID_ARGUMENT, "cuda first_out_of_range: null index buffer for %lld indices", (long long)n);
+  c.check_not_capturing("checking indices (the answer is read back to the host)");
+  PoolBuffer first(sizeof(unsigned long long));
+  MT_CUDA_CHECK(cudaMemsetAsync(first.as<void>(), 0xff, sizeof(unsigned long long), c.stream));  // ULLONG_MAX
+  first_bad_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(first.as<unsigned long long>(), idx, n, bound);
+  MT_CUDA_CHECK_LAUNCH("first_out_of_range");
+  unsigned long long host = 0;
+  MT_CUDA_CHECK(cudaMemcpyAsync(&host, first.as<void>(), sizeof host, cudaMemcpyDeviceToHost, c.stream));
+  MT_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  return host >= (unsigned long long)n ? -1 : (int64_t)host;
+}
+
+void max_reduce(Context &c, void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
+                DType dtype) {
+  NvtxRange range("max");
+  check_sizes("max", {outer, reduce, inner});
+  if (outer == 0 || inner == 0) return;
+  MT_CHECK(reduce > 0, SHAPE, "cuda max: reducing a dim of size 0 (outer=%lld, inner=%lld)", (long long)outer,
+           (long long)inner);
+  MT_CHECK(indices && x, INVALID_ARGUMENT, "cuda max: null buffer (indices=%p, x=%p)", (void *)indices, x);
+  dispatch_float(dtype, "max", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *v = static_cast<T *>(values);
+    const T *in = static_cast<const T *>(x);
+    const int64_t rows_per_block = kThreads / 32;
+    if (inner == 1 && (reduce <= 1024 || outer >= (int64_t)c.sm_count * 32)) {
+      argmax_rows_kernel<T><<<grid_of((outer + rows_per_block - 1) / rows_per_block), kThreads, 0, c.stream>>>(
+          v, indices, in, outer, reduce);
+    } else {
+      int bx = 32;
+      while (bx / 2 >= inner) bx /= 2;  // inner == 1 gives bx 1: a block per row
+      const int by = kThreads / bx;
+      const int64_t gx = (inner + bx - 1) / bx;
+      MT_CHECK(gx < INT_MAX, INVALID_ARGUMENT, "cuda max: inner size %lld too large", (long long)inner);
+      const int64_t gy = std::min<int64_t>(outer, 65535);
+      argmax_cols_kernel<T><<<dim3((unsigned)gx, (unsigned)gy), dim3((unsigned)bx, (unsigned)by), 0, c.stream>>>(
+          v, indices, in, outer, reduce, inner);
+    }
+    MT_CUDA_CHECK_LAUNCH("max");
+  });
+}
+
+void max_backward(Context &c, void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce,
+                  int64_t inner, DType dtype) {
+  NvtxRange range("max_backward");
+  check_sizes("max backward", {outer, reduce, inner});
+  const int64_t total = outer * reduce * inner;
+  if (total == 0) return;
+  MT_CHECK(dx && indices && dy, INVALID_ARGUMENT, "cuda max backward: null buffer (dx=%p, indices=%p, dy=%p)", dx,
+           (const void *)indices, dy);
+  dispatch_float(dtype, "max backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *d = static_cast<T *>(dx);
+    const T *g = static_cast<const T *>(dy);
+    const unsigned grid = grid_stride_blocks(c, total);
+    if (total < (int64_t(1) << 31)) {
+      max_backward_kernel<T, true><<<grid, kThreads, 0, c.stream>>>(d, indices, g, total, reduce, inner,
+                                                                    FastDivmod((uint32_t)inner),
+                                                                    FastDivmod((uint32_t)reduce));
+    } else {
+      max_backward_kernel<T, false><<<grid, kThreads, 0, c.stream>>>(d, indices, g, total, reduce, inner,
+                                                                     FastDivmod(1u), FastDivmod(1u));
+    }
+    MT_CUDA_CHECK_LAUNCH("max backward");
+  });
+}
+
+void slice_copy(Context &c, void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start,
+                int64_t len, DType dtype) {
+  NvtxRange range("slice");
+  check_sizes("slice", {outer, size, inner, start, len});
+  check_dtype_valid("slice", dtype);
+  MT_CHECK(start + len <= size, INVALID_ARGUMENT, "cuda slice: [%lld, %lld) outside a dim of %lld", (long long)start,
+           (long long)(start + len), (long long)size);
+  if (outer == 0 || len == 0 || inner == 0) return;
+  MT_CHECK(out && x, INVALID_ARGUMENT, "cuda slice: null buffer (out=%p, x=%p)", out, x);
+  const int64_t es = dtype_size(dtype);
+  copy_rows(c, "slice", out, (const char *)x + start * inner * es, outer, len * inner * es, len * inner * es,
+            size * inner * es, nullptr, 0);
+}
+
+void slice_backward(Context &c, void *dx, const void *dy, int64_t outer, int64_t size, int64_t inner, int64_t start,
+                    int64_t len, DType dtype) {
+  NvtxRange range("slice_backward");
+  check_sizes("slice backward", {outer, size, inner, start, len});
+  check_dtype_valid("slice backward", dtype);
+  MT_CHECK(start + len <= size, INVALID_ARGUMENT, "cuda slice backward: [%lld, %lld) outside a dim of %lld",
+           (long long)start, (long long)(start + len), (long long)size);
+  if (outer == 0 || len == 0 || inner == 0) return;
+  MT_CHECK(dx && dy, INVALID_ARGUMENT, "cuda slice backward: null buffer (dx=%p, dy=%p)", dx, dy);
+  const int64_t es = dtype_size(dtype);
+  copy_rows(c, "slice backward", (char *)dx + start * inner * es, dy, outer, len * inner * es, size * inner * es,
+            len * inner * es, nullptr, 0);
+}
+
+void index_select(Context &c, void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType dtype) {
+  NvtxRange range("index_select");
+  check_sizes("index_select", {n, cols});
+  check_dtype_valid("index_select", dtype);
+  if (n == 0 || cols == 0) return;
+  MT_CHECK(out && x && idx, INVALID_ARGUMENT, "cuda index_select: null buffer (out=%p, x=%p, idx=%p)", out, x,
+           (const void *)idx);
+  const int64_t row = cols * dtype_size(dtype);
+  // The bound is unknown here (the caller validated the indices); INT64_MAX keeps every row.
+  copy_rows(c, "index_select", out, x, n, row, row, row, idx, INT64_MAX);
+}
+
+void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
+               DType dtype) {
+  NvtxRange range("index_add");
+  check_sizes("index_select backward", {n, rows_x, cols});
+  if (n == 0 || cols == 0) return;
+  MT_CHECK(dx && idx && dy, INVALID_ARGUMENT, "cuda index_select backward: null buffer (dx=%p, idx=%p, dy=%p)", dx,
+           (const void *)idx, dy);
+  MT_CHECK(n < INT_MAX && rows_x < INT_MAX, UNSUPPORTED,
+           "cuda index_select backward: %lld indices into %lld rows (the sort takes fewer than 2^31 of each)",
+           (long long)n, (long long)rows_x);
+  const int64_t col_tile = 1024;
+  const int64_t tiles = (cols + col_tile - 1) / col_tile;
+  MT_CHECK(tiles <= 65535, UNSUPPORTED, "cuda index_select backward: rows of %lld elements", (long long)cols);
+  dispatch_float(dtype, "index_select backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    PoolBuffer keys_in(n * 4), vals_in(n * 4), keys_out(n * 4), vals_out(n * 4);
+    index_keys_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(keys_in.as<uint32_t>(), vals_in.as<uint32_t>(),
+                                                                           idx, n, rows_x);
+    MT_CUDA_CHECK_LAUNCH("index_select backward");
+    int end_bit = 1;  // keys lie in [0, rows_x] (rows_x marks a bad index)
+    while (end_bit < 32 && (uint64_t(1) << end_bit) <= (uint64_t)rows_x) ++end_bit;
+    size_t temp_bytes = 0;
+    MT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.as<uint32_t>(), keys_out.as<uint32_t>(),
+                                                  vals_in.as<uint32_t>(), vals_out.as<uint32_t>(), (int)n, 0, end_bit,
+                                                  c.stream));
+    PoolBuffer temp((int64_t)std::max<size_t>(temp_bytes, 1));
+    MT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys_in.as<uint32_t>(),
+                                                  keys_out.as<uint32_t>(), vals_in.as<uint32_t>(),
+                                                  vals_out.as<uint32_t>(), (int)n, 0, end_bit, c.stream));
+    const int64_t warps_per_block = kThreads / 32;
+    const dim3 grid(grid_of((n + warps_per_block - 1) / warps_per_block), (unsigned)tiles);
+    index_add_rows_kernel<T><<<grid, kThreads, 0, c.stream>>>(static_cast<T *>(dx), static_cast<const T *>(dy),
+                                                              keys_out.as<uint32_t>(), vals_out.as<uint32_t>(), n,
+                                                              rows_x, cols, col_tile);
+    MT_CUDA_CHECK_LAUNCH("index_select backward");
+  });
+}
+
+}  // namespace cuda
+}  // namespace mt
