@@ -382,7 +382,7 @@ class TestAfterErrors(U.ABITestCase):
             o = c_void_p()
             L.mt_matmul(byref(o), a, b); L.mt_add(byref(o), a, None); L.mt_backward(a); L.mt_backward(None)
             L.mt_tensor_zeros(byref(o), U.shape_array((-1,)), 1, 0, 0); L.mt_malloc(byref(o), -1, 0)
-            L.mt_tensor_zeros(byref(o), U.shape_array((2,)), 1, 0, 1); L.mt_tensor_copy_to_host(a, None, 3)
+            L.mt_tensor_zeros(byref(o), U.shape_array((2,)), 1, 0, 7); L.mt_tensor_copy_to_host(a, None, 3)
             L.mt_reshape(byref(o), a, U.shape_array((7,)), 1); L.mt_sum_dim(byref(o), a, 5, 0)
             c = U.call("mt_add", a, a)
             ok = U.to_list(c) == [0.0] * 12
