@@ -283,6 +283,20 @@ MT_API mt_status mt_load_tsv(mt_tensor **out_features, mt_tensor **out_targets, 
 /* A random permutation of 0..n-1 (MT_I64) from the counter-based stream keyed by seed. */
 MT_API mt_status mt_randperm(mt_tensor **out, int64_t n, int64_t seed, mt_device device);
 
+/* ------------------------------------------------------------ checkpoints */
+/* Writes n named tensors to a safetensors file at path (replaced if it exists), copying
+ * each to the host. names and tensors are borrowed (n entries); names must be unique,
+ * non-empty UTF-8. */
+MT_API mt_status mt_save_safetensors(const char *path, const char *const *names, mt_tensor *const *tensors,
+                                     int64_t n);
+/* Number of tensors in a safetensors file. */
+MT_API mt_status mt_safetensors_count(const char *path, int64_t *out);
+/* The name of entry index (0-based, in file order) into buf of cap bytes, NUL included;
+ * MT_ERR_INVALID_ARGUMENT when it does not fit. */
+MT_API mt_status mt_safetensors_name(const char *path, int64_t index, char *buf, int64_t cap);
+/* Loads the tensor called name onto device. MT_ERR_IO names the path and the problem. */
+MT_API mt_status mt_load_safetensors(mt_tensor **out, const char *path, const char *name, mt_device device);
+
 /* ------------------------------------------------------------ graphs */
 /* A recorded stretch of GPU work (a training step, say), replayed with one call: far
  * less launch overhead for small models. Between mt_graph_begin and mt_graph_end on this
@@ -328,6 +342,11 @@ MT_API mt_status mt_optim_zero_grad(mt_optimizer *opt);
 MT_API mt_status mt_optim_set_lr(mt_optimizer *opt, double lr);
 MT_API mt_status mt_optim_get_lr(const mt_optimizer *opt, double *out);
 MT_API mt_status mt_optim_free(mt_optimizer *opt);                       /* NULL: no-op */
+/* Saves the optimizer's state (SGD momentum buffers; Adam moments and per-parameter step
+ * counts; the learning rate) to a safetensors file; mt_optim_load restores it into an
+ * optimizer of the same kind over parameters of the same shapes. */
+MT_API mt_status mt_optim_save(const mt_optimizer *opt, const char *path);
+MT_API mt_status mt_optim_load(mt_optimizer *opt, const char *path);
 /* Scales the gradients of params (n entries, borrowed) so that their global L2 norm is at
  * most max_norm (as torch.nn.utils.clip_grad_norm_, eps 1e-6); *out_norm (may be NULL)
  * receives the norm before clipping as a 0-d tensor on the device. Does not synchronize. */
