@@ -685,6 +685,14 @@ MT_API mt_status mt_optim_adamw(mt_optimizer **out, mt_tensor *const *params, in
   });
 }
 
+MT_API mt_status mt_optim_save(const mt_optimizer *opt, const char *path) {
+  return guard("mt_optim_save", [&] { optimizer_save(*optimizer_arg(opt), string_arg(path, "path")); });
+}
+
+MT_API mt_status mt_optim_load(mt_optimizer *opt, const char *path) {
+  return guard("mt_optim_load", [&] { optimizer_load(*optimizer_arg(opt), string_arg(path, "path")); });
+}
+
 MT_API mt_status mt_clip_grad_norm(mt_tensor **out_norm, mt_tensor *const *params, int64_t n, double max_norm) {
   if (out_norm) *out_norm = nullptr;
   return guard("mt_clip_grad_norm", [&] {

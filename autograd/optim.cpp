@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "ops.h"
+#include "safetensors.h"
 
 namespace mt {
 namespace {
@@ -226,4 +227,78 @@ void optimizer_zero_grad(Optimizer &opt) {
   for (Ref &p : opt.params) clear_grad(*p);
 }
 
+}  // namespace mt
+
+// ---------------------------------------------------------------- state files
+namespace mt {
+namespace {
+const char *kind_name(Optimizer::Kind k) {
+  return k == Optimizer::Kind::SGD ? "sgd" : k == Optimizer::Kind::ADAM ? "adam" : "adamw";
+}
+Ref scalar_i64(int64_t v) { return ops::from_host(&v, {}, DType::I64, Device::CPU); }
+Ref scalar_f64(double v) { return ops::from_host(&v, {}, DType::F64, Device::CPU); }
+}  // namespace
+
+// Names follow torch's optimizer state_dict: state.<i>.momentum_buffer, state.<i>.exp_avg,
+// state.<i>.exp_avg_sq, state.<i>.step, and lr.
+void optimizer_save(const Optimizer &opt, const std::string &path) {
+  std::vector<std::pair<std::string, Ref>> ts;
+  ts.emplace_back("lr", scalar_f64(opt.lr));
+  for (size_t i = 0; i < opt.params.size(); i++) {
+    std::string pre = "state." + std::to_string(i) + ".";
+    if (opt.kind == Optimizer::Kind::SGD) {
+      if (opt.velocity[i]) ts.emplace_back(pre + "momentum_buffer", opt.velocity[i]);
+    } else {
+      ts.emplace_back(pre + "exp_avg", opt.m[i]);
+      ts.emplace_back(pre + "exp_avg_sq", opt.v[i]);
+      ts.emplace_back(pre + "step", scalar_i64(opt.param_steps[i]));
+    }
+  }
+  st::save(path, ts, {{"optimizer", kind_name(opt.kind)}, {"params", std::to_string(opt.params.size())}});
+}
+
+void optimizer_load(Optimizer &opt, const std::string &path) {
+  st::File f = st::read_header(path);
+  auto meta = [&](const char *k) { auto it = f.metadata.find(k); return it == f.metadata.end() ? std::string() : it->second; };
+  MT_CHECK(meta("optimizer") == kind_name(opt.kind), STATE, "%s holds %s state, this optimizer is %s", path.c_str(),
+           meta("optimizer").empty() ? "no optimizer" : meta("optimizer").c_str(), kind_name(opt.kind));
+  MT_CHECK(meta("params") == std::to_string(opt.params.size()), STATE, "%s holds state for %s parameters, this optimizer has %zu",
+           path.c_str(), meta("params").c_str(), opt.params.size());
+  auto has = [&](const std::string &n) {
+    for (auto &e : f.entries) if (e.name == n) return true;
+    return false;
+  };
+  // Load everything first, then assign: a failure leaves the optimizer as it was.
+  auto fetch = [&](const std::string &name, const Ref &like) {
+    Ref t = st::load(f, name, like->device);
+    MT_CHECK(t->shape == like->shape && t->dtype == like->dtype, STATE, "%s: %s is %s %s, expected %s %s", path.c_str(),
+             name.c_str(), dtype_name(t->dtype), shape_str(t->shape).c_str(), dtype_name(like->dtype),
+             shape_str(like->shape).c_str());
+    return t;
+  };
+  Ref lr = st::load(f, "lr", Device::CPU);
+  MT_CHECK(lr->dtype == DType::F64 && lr->numel() == 1, STATE, "%s: lr is not a float64 scalar", path.c_str());
+  std::vector<Ref> vel(opt.params.size()), m(opt.params.size()), v(opt.params.size());
+  std::vector<int64_t> steps(opt.params.size(), 0);
+  for (size_t i = 0; i < opt.params.size(); i++) {
+    std::string pre = "state." + std::to_string(i) + ".";
+    if (opt.kind == Optimizer::Kind::SGD) {
+      if (has(pre + "momentum_buffer")) vel[i] = fetch(pre + "momentum_buffer", opt.params[i]);
+    } else {
+      m[i] = fetch(pre + "exp_avg", opt.params[i]);
+      v[i] = fetch(pre + "exp_avg_sq", opt.params[i]);
+      Ref s = st::load(f, pre + "step", Device::CPU);
+      MT_CHECK(s->dtype == DType::I64 && s->numel() == 1, STATE, "%s: %sstep is not an int64 scalar", path.c_str(), pre.c_str());
+      steps[i] = *(const int64_t *)s->data();
+    }
+  }
+  opt.lr = *(const double *)lr->data();
+  if (opt.kind == Optimizer::Kind::SGD) {
+    opt.velocity = vel;
+  } else {
+    opt.m = m;
+    opt.v = v;
+    opt.param_steps = steps;
+  }
+}
 }  // namespace mt

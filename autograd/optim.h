@@ -1,6 +1,7 @@
 // optim.h - optimizers over lists of parameters (not recorded on the tape).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "tensor.h"
@@ -34,4 +35,7 @@ void optimizer_zero_grad(Optimizer &opt);
 void zero_grad(Tensor &t);
 // Drops t's gradient.
 void clear_grad(Tensor &t);
+// Optimizer state to and from a safetensors file (kind and sizes are checked on load).
+void optimizer_save(const Optimizer &opt, const std::string &path);
+void optimizer_load(Optimizer &opt, const std::string &path);
 }  // namespace mt
