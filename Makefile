@@ -52,6 +52,8 @@ LDLIBS   := -pthread -ldl
 NVCCFLAGS := -std=c++17 -O3 -lineinfo $(CUDA_ARCH) --expt-relaxed-constexpr \
              -Xcompiler -fPIC,-fvisibility=hidden,-Wall -Iabi -I.
 
+NVCCFLAGS += $(NVCC_EXTRA)
+
 LIB_SRCS := $(wildcard abi/*.cpp autograd/*.cpp backend/*.cpp backend/cpu/*.cpp)
 CU_SRCS  := $(wildcard backend/cuda/*.cu backend/cuda/*/*.cu)
 ifeq ($(CUDA),1)
