@@ -239,7 +239,6 @@ void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn f
     // grid-stride grid, where the last wave's tail and fewer loads in flight cost 5%.
     const int64_t blocks = (n / Pack<T>::N + kThreads * kUnroll - 1) / (kThreads * kUnroll);
     const unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>(blocks, INT32_MAX));
-    (void)kernel;
     kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
   } else {
     constexpr auto kernel = map_flat_kernel<T, false, ARITY, Fn>;
