@@ -9,7 +9,9 @@
 LDLIBS += -lz
 
 DATA_DEMOS := $(BUILD)/mnist_mlp $(BUILD)/softmax_regression $(BUILD)/sales
-$(DATA_DEMOS): frontends/c/progress.h frontends/c/common.h
+# every C demo is rebuilt when one of the shared headers changes (common.h, progress.h,
+# nn.h, mnist.h)
+$(C_DEMOS): $(wildcard frontends/c/*.h)
 
 EXTRA_TESTS += test-data-demos
 EXTRA_GPU_TESTS += test-data-demos

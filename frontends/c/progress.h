@@ -1,6 +1,7 @@
 /* progress.h - what the training demos share besides CHECK: a progress bar on stderr
- * (rate and ETA) and a metrics CSV writer. Header-only, C99 + POSIX clocks: define
- * _POSIX_C_SOURCE 200809L before the first #include of the program.
+ * (rate and ETA), a metrics CSV writer and a running mean of the training loss kept on the
+ * device. Header-only, C99 + POSIX clocks: define _POSIX_C_SOURCE 200809L before the first
+ * #include of the program.
  *
  *   progress pb;
  *   progress_start(&pb, "epoch 1/10", steps, "batch");
@@ -17,6 +18,18 @@
  *   metrics_open(&m, "out/mnist_mlp.csv", "epoch,train_loss,test_loss,test_acc");
  *   metrics_row(&m, (double[]){1, 0.29, 0.14, 0.958}, 4);
  *   metrics_close(&m);
+ *
+ * A loss_meter keeps an epoch's mean training loss on the device (read back only when the
+ * bar is drawn and at the end of the epoch):
+ *
+ *   loss_meter lm;
+ *   loss_meter_start(&lm, dev);
+ *   for (i = 0; i < steps; i++) {
+ *     ... loss = the step's mean loss over a batch of n ...
+ *     loss_meter_add(&lm, loss, n);
+ *     loss_meter_show(&lm, &pb, i + 1, "loss %.4f");
+ *   }
+ *   mean = loss_meter_end(&lm);
  */
 #ifndef MINITORCH_DEMO_PROGRESS_H
 #define MINITORCH_DEMO_PROGRESS_H
@@ -32,6 +45,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common.h"
 
 /* Seconds on a monotonic clock. */
 static inline double progress_clock(void) {
@@ -158,6 +173,57 @@ static inline void metrics_row(metrics_csv *m, const double *vals, int n) {
 static inline void metrics_close(metrics_csv *m) {
   if (m->f) fclose(m->f);
   m->f = NULL;
+}
+
+/* ---------------------------------------------------------------- running loss */
+
+typedef struct loss_meter {
+  mt_tensor *sum; /* 0-d float32 on the device: the sum of loss * n so far; owned */
+  int64_t seen;   /* the n so far */
+} loss_meter;
+
+/* A zero sum on dev; loss_meter_end releases it. */
+static inline void loss_meter_start(loss_meter *m, mt_device dev) {
+  CHECK(mt_tensor_zeros(&m->sum, NULL, 0, MT_F32, dev));
+  m->seen = 0;
+}
+
+/* sum += loss * n, not recorded (grad mode is restored after). loss, the mean over a batch
+ * of n, is borrowed: the caller still releases it. */
+static inline void loss_meter_add(loss_meter *m, mt_tensor *loss, int64_t n) {
+  mt_tensor *scaled, *sum;
+  int64_t prev = mt_set_grad_enabled(0);
+  CHECK(mt_mul_scalar(&scaled, loss, (double)n));
+  CHECK(mt_add(&sum, m->sum, scaled));
+  mt_set_grad_enabled(prev);
+  CHECK(mt_tensor_release(m->sum));
+  m->sum = sum;
+  m->seen += n;
+  CHECK(mt_tensor_release(scaled));
+}
+
+/* The mean so far (reads the device). */
+static inline double loss_meter_mean(const loss_meter *m) {
+  double v;
+  CHECK(mt_tensor_item(m->sum, &v));
+  return v / (double)m->seen;
+}
+
+/* When the bar is due (progress_due), reads the mean and redraws the bar with it, written
+ * by fmt (a printf format with one double, e.g. "loss %.4f"). */
+static inline void loss_meter_show(const loss_meter *m, progress *p, int64_t done, const char *fmt) {
+  char extra[64];
+  if (!progress_due(p, done)) return;
+  snprintf(extra, sizeof extra, fmt, loss_meter_mean(m));
+  progress_show(p, done, extra);
+}
+
+/* The epoch's mean loss; releases the sum. */
+static inline double loss_meter_end(loss_meter *m) {
+  double mean = loss_meter_mean(m);
+  CHECK(mt_tensor_release(m->sum));
+  m->sum = NULL;
+  return mean;
 }
 
 #endif

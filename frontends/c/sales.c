@@ -18,28 +18,19 @@
  * (epoch,sgd_train_loss,sgd_test_mae,adam_train_loss,adam_test_mae,baseline_mae).
  */
 #define _POSIX_C_SOURCE 200809L
+#define DEMO_NAME "sales"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "nn.h"
 #include "progress.h"
 
 #define HIDDEN 32
 #define COLUMNS "4:num,5:num,6:cat,2:date"
 #define TARGET 8
-
-static void die(const char *msg, const char *arg) {
-  fprintf(stderr, "sales: %s%s\n", msg, arg ? arg : "");
-  exit(1);
-}
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) die("out of memory", NULL);
-  return p;
-}
 
 /* Column means and stds of x (rows, cols) as (1, cols) tensors, with library reductions. */
 static void mean_std(mt_tensor *x, mt_tensor **mean, mt_tensor **std) {
@@ -50,10 +41,7 @@ static void mean_std(mt_tensor *x, mt_tensor **mean, mt_tensor **std) {
   CHECK(mt_mean_dim(&var, sq, 0, 1));
   CHECK(mt_add_scalar(&var_eps, var, 1e-12)); /* a constant column (a category absent from train) maps to 0 */
   CHECK(mt_pow_scalar(std, var_eps, 0.5));
-  CHECK(mt_tensor_release(centered));
-  CHECK(mt_tensor_release(sq));
-  CHECK(mt_tensor_release(var));
-  CHECK(mt_tensor_release(var_eps));
+  RELEASE(centered, sq, var, var_eps);
 }
 
 /* host (rows, cols) <- (host - mean) / std, computed on the device. */
@@ -64,32 +52,13 @@ static void standardize(float *host, int64_t rows, int64_t cols, mt_tensor *mean
   CHECK(mt_sub(&c, x, mean));
   CHECK(mt_div(&z, c, std));
   CHECK(mt_tensor_copy_to_host(z, host, rows * cols * (int64_t)sizeof(float)));
-  CHECK(mt_tensor_release(x));
-  CHECK(mt_tensor_release(c));
-  CHECK(mt_tensor_release(z));
-}
-
-/* nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), a leaf that requires grad. */
-static mt_tensor *param_uniform(const int64_t *shape, int64_t ndim, int64_t fan_in, int64_t seed, mt_device dev) {
-  mt_tensor *u, *scaled, *p;
-  double bound = 1.0 / sqrt((double)fan_in);
-  CHECK(mt_tensor_rand(&u, shape, ndim, seed, MT_F32, dev));
-  CHECK(mt_mul_scalar(&scaled, u, 2.0 * bound));
-  CHECK(mt_add_scalar(&p, scaled, -bound));
-  CHECK(mt_tensor_release(u));
-  CHECK(mt_tensor_release(scaled));
-  CHECK(mt_tensor_set_requires_grad(p, 1));
-  return p;
+  RELEASE(x, c, z);
 }
 
 /* (B, F) -> (B, 1) */
-static mt_tensor *forward(mt_tensor *const *p, mt_tensor *x) {
-  mt_tensor *h, *a, *y;
-  CHECK(mt_linear(&h, x, p[0], p[1]));
-  CHECK(mt_relu(&a, h));
-  CHECK(mt_linear(&y, a, p[2], p[3]));
-  CHECK(mt_tensor_release(h));
-  CHECK(mt_tensor_release(a));
+static mt_tensor *forward(const nn_sequential *net, mt_tensor *x) {
+  mt_tensor *y;
+  CHECK(nn_sequential_forward(&y, net, x));
   return y;
 }
 
@@ -109,9 +78,9 @@ typedef struct setup {
 } setup;
 
 /* Test MAE in price units: mean |pred * ystd + ymean - y|. */
-static double test_mae(const setup *s, mt_tensor *const *p, mt_tensor *xte, float *pred) {
+static double test_mae(const setup *s, const nn_sequential *net, mt_tensor *xte, float *pred) {
   int64_t prev = mt_set_grad_enabled(0), i;
-  mt_tensor *out = forward(p, xte);
+  mt_tensor *out = forward(net, xte);
   double mae = 0;
   mt_set_grad_enabled(prev);
   CHECK(mt_tensor_copy_to_host(out, pred, s->test.n * (int64_t)sizeof(float)));
@@ -124,24 +93,24 @@ static double test_mae(const setup *s, mt_tensor *const *p, mt_tensor *xte, floa
  * fills loss[e] and mae[e] for epochs e = 0..epochs-1. */
 static void train(const setup *s, const char *name, int adam, double lr, double momentum, double *loss, double *mae) {
   const int64_t f = s->train.f, bs = s->batch;
-  int64_t w1[2] = {HIDDEN, f}, b1[1] = {HIDDEN}, w2[2] = {1, HIDDEN}, b2[1] = {1};
+  /* Linear(f,32) keyed by seed*10+1 (its bias by +2), Linear(32,1) by seed*10+3 (+4) */
+  const nn_spec spec[3] = {{NN_LINEAR, f, HIDDEN}, {NN_RELU, 0, 0}, {NN_LINEAR, HIDDEN, 1}};
   int64_t xs[2] = {bs, f}, ys[2] = {bs, 1}, ts[2] = {s->test.n, f};
   int64_t tail = s->train.n % bs, steps = (s->train.n + bs - 1) / bs, *perm = xmalloc((size_t)s->train.n * 8);
   int64_t txs[2] = {tail, f}, tys[2] = {tail, 1};
   float *hx = xmalloc((size_t)(bs * f) * sizeof(float)), *hy = xmalloc((size_t)bs * sizeof(float));
   float *pred = xmalloc((size_t)s->test.n * sizeof(float));
-  mt_tensor *p[4], *bx, *by, *tx = NULL, *ty = NULL, *xte;
+  nn_sequential net;
+  mt_tensor *p[NN_MAX_PARAMS], *bx, *by, *tx = NULL, *ty = NULL, *xte;
   mt_optimizer *opt;
-  int e, i;
+  int e, np;
 
-  p[0] = param_uniform(w1, 2, f, s->seed * 10 + 1, s->dev);
-  p[1] = param_uniform(b1, 1, f, s->seed * 10 + 2, s->dev);
-  p[2] = param_uniform(w2, 2, HIDDEN, s->seed * 10 + 3, s->dev);
-  p[3] = param_uniform(b2, 1, HIDDEN, s->seed * 10 + 4, s->dev);
+  CHECK(nn_sequential_init(&net, spec, 3, s->seed * 10 + 1, s->dev));
+  np = nn_sequential_parameters(&net, p, NN_MAX_PARAMS);
   if (adam)
-    CHECK(mt_optim_adam(&opt, p, 4, lr, 0.9, 0.999, 1e-8, 0.0));
+    CHECK(mt_optim_adam(&opt, p, np, lr, 0.9, 0.999, 1e-8, 0.0));
   else
-    CHECK(mt_optim_sgd(&opt, p, 4, lr, momentum, 0.0, 0));
+    CHECK(mt_optim_sgd(&opt, p, np, lr, momentum, 0.0, 0));
   CHECK(mt_tensor_zeros(&bx, xs, 2, MT_F32, s->dev));
   CHECK(mt_tensor_zeros(&by, ys, 2, MT_F32, s->dev));
   if (tail) {
@@ -151,19 +120,20 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
   CHECK(mt_tensor_from_data(&xte, s->test.x, ts, 2, MT_F32, s->dev));
 
   for (e = 0; e < s->epochs; e++) {
-    mt_tensor *perm_t, *loss_sum;
+    mt_tensor *perm_t;
     progress pb;
+    loss_meter lm;
     char label[64], extra[64];
-    int64_t st, seen = 0;
+    int64_t st;
     CHECK(mt_randperm(&perm_t, s->train.n, s->seed * 1000003 + e, MT_CPU));
     CHECK(mt_tensor_copy_to_host(perm_t, perm, s->train.n * 8));
     CHECK(mt_tensor_release(perm_t));
-    CHECK(mt_tensor_zeros(&loss_sum, NULL, 0, MT_F32, s->dev));
+    loss_meter_start(&lm, s->dev);
     snprintf(label, sizeof label, "%-4s epoch %d/%d", name, e + 1, s->epochs);
     progress_start(&pb, label, steps, "batch");
     for (st = 0; st < steps; st++) {
-      int64_t n = st * bs + bs <= s->train.n ? bs : tail, r, prev;
-      mt_tensor *x = n == bs ? bx : tx, *y = n == bs ? by : ty, *out, *l, *scaled, *sum;
+      int64_t n = st * bs + bs <= s->train.n ? bs : tail, r;
+      mt_tensor *x = n == bs ? bx : tx, *y = n == bs ? by : ty, *out, *l;
       for (r = 0; r < n; r++) {
         int64_t k = perm[st * bs + r];
         memcpy(hx + r * f, s->train.x + k * f, (size_t)f * sizeof(float));
@@ -171,32 +141,18 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
       }
       CHECK(mt_tensor_copy_from_host(x, hx, n * f * (int64_t)sizeof(float)));
       CHECK(mt_tensor_copy_from_host(y, hy, n * (int64_t)sizeof(float)));
-      out = forward(p, x);
+      out = forward(&net, x);
       CHECK(mt_mse_loss(&l, out, y));
       CHECK(mt_optim_zero_grad(opt));
       CHECK(mt_backward(l));
       CHECK(mt_optim_step(opt));
-      prev = mt_set_grad_enabled(0);
-      CHECK(mt_mul_scalar(&scaled, l, (double)n));
-      CHECK(mt_add(&sum, loss_sum, scaled));
-      mt_set_grad_enabled(prev);
-      CHECK(mt_tensor_release(loss_sum));
-      loss_sum = sum;
-      seen += n;
-      CHECK(mt_tensor_release(scaled));
+      loss_meter_add(&lm, l, n);
       CHECK(mt_tensor_release(out));
       CHECK(mt_tensor_release(l));
-      if (progress_due(&pb, st + 1)) {
-        double lv;
-        CHECK(mt_tensor_item(loss_sum, &lv));
-        snprintf(extra, sizeof extra, "loss %.5f", lv / (double)seen);
-        progress_show(&pb, st + 1, extra);
-      }
+      loss_meter_show(&lm, &pb, st + 1, "loss %.5f");
     }
-    CHECK(mt_tensor_item(loss_sum, &loss[e]));
-    CHECK(mt_tensor_release(loss_sum));
-    loss[e] /= (double)seen;
-    mae[e] = test_mae(s, p, xte, pred);
+    loss[e] = loss_meter_end(&lm);
+    mae[e] = test_mae(s, &net, xte, pred);
     snprintf(extra, sizeof extra, "loss %.5f", loss[e]);
     progress_finish(&pb, extra);
     printf("%-4s epoch %2d/%d  train loss %.5f  test MAE %.4f\n", name, e + 1, s->epochs, loss[e], mae[e]);
@@ -204,12 +160,8 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
   }
 
   CHECK(mt_optim_free(opt));
-  for (i = 0; i < 4; i++) CHECK(mt_tensor_release(p[i]));
-  CHECK(mt_tensor_release(bx));
-  CHECK(mt_tensor_release(by));
-  CHECK(mt_tensor_release(tx));
-  CHECK(mt_tensor_release(ty));
-  CHECK(mt_tensor_release(xte));
+  CHECK(nn_sequential_free(&net));
+  RELEASE(bx, by, tx, ty, xte);
   free(perm);
   free(hx);
   free(hy);
@@ -246,7 +198,7 @@ int main(int argc, char **argv) {
   s.epochs = 20;
   s.batch = 256;
   s.seed = 1;
-  for (i = 1; i < argc; i++) {
+  for (i = 1; i < argc; i += 2) { /* every flag takes a value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
     if (!strcmp(a, "--data")) path = v;
@@ -259,7 +211,6 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--seed")) s.seed = atoll(v);
     else if (!strcmp(a, "--csv")) csv = v;
     else usage();
-    i++;
   }
   if (s.epochs < 1 || s.batch < 1) die("--epochs and --batch must be >= 1", NULL);
 
@@ -298,12 +249,7 @@ int main(int argc, char **argv) {
     memcpy(hys, hy, (size_t)rows * sizeof(float));
     standardize(hx, rows, f, mu, sd, s.dev);
     standardize(hys, rows, 1, ymu, ysd, s.dev);
-    CHECK(mt_tensor_release(xtr));
-    CHECK(mt_tensor_release(ytr));
-    CHECK(mt_tensor_release(mu));
-    CHECK(mt_tensor_release(sd));
-    CHECK(mt_tensor_release(ymu));
-    CHECK(mt_tensor_release(ysd));
+    RELEASE(xtr, ytr, mu, sd, ymu, ysd);
   }
   s.train.x = hx;
   s.train.ys = hys;

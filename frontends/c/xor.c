@@ -4,43 +4,25 @@
  * recorded into a graph after the first (eager) one and replayed: the same kernels
  * without the per-call host work. */
 #define _POSIX_C_SOURCE 199309L
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common.h"
-
-/* PyTorch's nn.Linear default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias. */
-static mt_tensor *init_uniform(const int64_t *shape, int64_t ndim, int64_t fan_in, int64_t seed, mt_device dev) {
-  mt_tensor *u, *scaled, *shifted;
-  double bound = 1.0 / sqrt((double)fan_in);
-  CHECK(mt_tensor_rand(&u, shape, ndim, seed, MT_F32, dev));
-  CHECK(mt_mul_scalar(&scaled, u, 2.0 * bound));
-  CHECK(mt_add_scalar(&shifted, scaled, -bound));
-  mt_tensor_release(u);
-  mt_tensor_release(scaled);
-  CHECK(mt_tensor_set_requires_grad(shifted, 1));
-  return shifted;
-}
+#include "nn.h"
 
 /* One training step: forward, zero_grad, backward, SGD. *pred and *loss receive the new
  * outputs (the previous ones are released first). */
-static void train_step(mt_tensor *x, mt_tensor *y, mt_tensor **params, mt_optimizer *opt, mt_tensor **pred,
+static void train_step(mt_tensor *x, mt_tensor *y, const nn_sequential *net, mt_optimizer *opt, mt_tensor **pred,
                        mt_tensor **loss) {
-  mt_tensor *h, *a;
   mt_tensor_release(*pred);
   mt_tensor_release(*loss);
-  CHECK(mt_linear(&h, x, params[0], params[1]));
-  CHECK(mt_sigmoid(&a, h));
-  CHECK(mt_linear(pred, a, params[2], params[3]));
+  CHECK(nn_sequential_forward(pred, net, x));
   CHECK(mt_mse_loss(loss, *pred, y));
   CHECK(mt_optim_zero_grad(opt));
   CHECK(mt_backward(*loss));
   CHECK(mt_optim_step(opt));
-  mt_tensor_release(h);
-  mt_tensor_release(a);
 }
 
 int main(int argc, char **argv) {
@@ -52,12 +34,14 @@ int main(int argc, char **argv) {
   const float xs[8] = {0, 0, 0, 1, 1, 0, 1, 1};
   const float ys[4] = {0, 1, 1, 0};
   const int64_t xshape[2] = {4, 2}, yshape[2] = {4, 1};
-  const int64_t w1s[2] = {4, 2}, b1s[1] = {4}, w2s[2] = {1, 4}, b2s[1] = {1};
-  mt_tensor *x, *y, *params[4], *loss = NULL, *pred = NULL;
+  /* PyTorch's nn.Linear default init; Linear(2,4) keyed by seed 1 (its bias by 2), Linear(4,1) by 3 (4) */
+  const nn_spec spec[3] = {{NN_LINEAR, 2, 4}, {NN_SIGMOID, 0, 0}, {NN_LINEAR, 4, 1}};
+  nn_sequential net;
+  mt_tensor *x, *y, *params[NN_MAX_PARAMS], *loss = NULL, *pred = NULL;
   mt_optimizer *opt;
   float out[4];
   double l = 0;
-  int e, i;
+  int e, i, n_params;
   struct timespec t0, t1;
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--eager") == 0) eager = 1;
@@ -68,20 +52,18 @@ int main(int argc, char **argv) {
   printf("device: %s\n", mt_device_name(dev));
   CHECK(mt_tensor_from_data(&x, xs, xshape, 2, MT_F32, dev));
   CHECK(mt_tensor_from_data(&y, ys, yshape, 2, MT_F32, dev));
-  params[0] = init_uniform(w1s, 2, 2, 1, dev);
-  params[1] = init_uniform(b1s, 1, 2, 2, dev);
-  params[2] = init_uniform(w2s, 2, 4, 3, dev);
-  params[3] = init_uniform(b2s, 1, 4, 4, dev);
-  CHECK(mt_optim_sgd(&opt, params, 4, 0.5, 0.0, 0.0, 0));
+  CHECK(nn_sequential_init(&net, spec, 3, 1, dev));
+  n_params = nn_sequential_parameters(&net, params, NN_MAX_PARAMS);
+  CHECK(mt_optim_sgd(&opt, params, n_params, 0.5, 0.0, 0.0, 0));
 
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (e = 1; e <= epochs; e++) {
     if (eager || e == 1) {
-      train_step(x, y, params, opt, &pred, &loss);  /* the first step creates the gradients */
+      train_step(x, y, &net, opt, &pred, &loss);  /* the first step creates the gradients */
     } else {
       if (!graph) {  /* record one step; replays run it */
         CHECK(mt_graph_begin(dev));
-        train_step(x, y, params, opt, &pred, &loss);
+        train_step(x, y, &net, opt, &pred, &loss);
         CHECK(mt_graph_end(&graph));
       }
       CHECK(mt_graph_replay(graph));
@@ -102,7 +84,7 @@ int main(int argc, char **argv) {
 
   mt_graph_free(graph);
   mt_optim_free(opt);
-  for (i = 0; i < 4; i++) mt_tensor_release(params[i]);
+  nn_sequential_free(&net);
   mt_tensor_release(x);
   mt_tensor_release(y);
   mt_tensor_release(pred);
