@@ -254,6 +254,53 @@ MT_API mt_status mt_index_select(mt_tensor **out, mt_tensor *x, mt_tensor *indic
  * the end, as Python slicing with step 1); differentiable. */
 MT_API mt_status mt_slice(mt_tensor **out, mt_tensor *x, int64_t dim, int64_t start, int64_t end);
 
+/* ---- comparisons and selection */
+/* a OP b elementwise with broadcasting: *out is MT_U8 holding 0 or 1 (a mask, as torch's
+ * bool tensors). a and b must share a dtype (any dtype; the CPU backend does not compare
+ * float16/bfloat16) and a device. NaN is unequal to everything: mt_ne gives 1, the others 0.
+ * Not differentiable: never recorded on the tape. */
+MT_API mt_status mt_eq(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_ne(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_lt(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_le(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_gt(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_ge(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+/* cond ? a : b elementwise, the three broadcast together; cond is MT_U8 (nonzero = true),
+ * a and b share a dtype (any dtype). Differentiable in a and b: each gets the gradient where
+ * it was chosen, 0 elsewhere. */
+MT_API mt_status mt_where(mt_tensor **out, mt_tensor *cond, mt_tensor *a, mt_tensor *b);
+/* Elementwise max / min of two floating tensors (broadcast); NaN propagates. Gradient: the
+ * larger (smaller) input gets it all, and a tie splits it in halves (as torch.maximum). */
+MT_API mt_status mt_maximum(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+MT_API mt_status mt_minimum(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+/* sqrt(x); gradient g / (2 sqrt(x)). */
+MT_API mt_status mt_sqrt(mt_tensor **out, mt_tensor *x);
+/* |x|; gradient g * sign(x), 0 at x == 0. */
+MT_API mt_status mt_abs(mt_tensor **out, mt_tensor *x);
+/* a ** b elementwise (broadcast, floating); differentiable in both, as torch.pow: da is 0 where
+ * b == 0, db = g * a^b * log(a) and 0 where a == 0 and b >= 0. */
+MT_API mt_status mt_pow(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+/* min(max(x, lo), hi) (lo > hi gives hi everywhere; NaN stays NaN); pass -INFINITY / INFINITY
+ * for a missing bound; NaN bounds are MT_ERR_INVALID_ARGUMENT. The gradient passes where
+ * lo <= x <= hi and is 0 outside. */
+MT_API mt_status mt_clamp(mt_tensor **out, mt_tensor *x, double lo, double hi);
+
+/* ---- DLPack */
+/* Exchange with torch, CuPy, NumPy, JAX... without a copy, in the DLPack v0.8 layout: the
+ * void * below is a DLManagedTensor * (see dlpack.h of the DLPack project).
+ * mt_tensor_to_dlpack: *out is a new DLManagedTensor that shares t's storage and holds a
+ * reference to it (counted by mt_live_tensors) until the consumer calls its deleter, exactly
+ * once. Device kDLCPU or kDLCUDA (id 0), compact row-major strides, byte_offset 0. A CUDA
+ * tensor's queued work is waited for first, so the memory is ready for any stream. */
+MT_API mt_status mt_tensor_to_dlpack(void **out, mt_tensor *t);
+/* Wraps the producer's memory (no copy). On success the library owns managed and calls its
+ * deleter when the last reference to the storage goes; on failure the caller still owns it.
+ * Accepted: kDLCPU, kDLCUDA device 0; float 16/32/64, bfloat16, int 32/64, uint 8 (and bool
+ * as uint8), one lane; strides NULL or compact row-major (anything else is
+ * MT_ERR_UNSUPPORTED). A CUDA import waits for all work queued on the device first, since
+ * the producer's stream is not ordered with the library's. */
+MT_API mt_status mt_tensor_from_dlpack(mt_tensor **out, void *managed);
+
 /* ------------------------------------------------------------ initialization */
 /* In place, not recorded; the same seed gives bit-identical values on every device.
  * fan_in / fan_out are those of torch.nn.init for a weight of shape [out, in, ...]. */

@@ -2,6 +2,8 @@
 // in prose). g is the gradient of the node's output; grads[i] receives the
 // gradient of input i, written in terms of forward ops, only where the input
 // requires grad. Broadcast inputs get their gradient summed back to their shape.
+#include <cstring>
+
 #include "ops.h"
 
 namespace mt {
@@ -182,6 +184,56 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       grads[0] = dx;
       break;
     }
+    // ---- comparisons and selection (ops_compare.cpp)
+    case Op::WHERE: {  // in = {cond, a, b}: da = where(cond, g, 0), db = where(cond, 0, g)
+      Ref zero = full({}, 0.0, g->dtype, g->device);
+      if (need(1)) grads[1] = sum_to_shape(where(in[0], g, zero), in[1]->shape);
+      if (need(2)) grads[2] = sum_to_shape(where(in[0], zero, g), in[2]->shape);
+      break;
+    }
+    case Op::MAXIMUM:
+    case Op::MINIMUM: {  // as torch: a tie gives each input g/2, the losing input 0
+      using C = Backend::Compare;
+      const bool mx = node.op == Op::MAXIMUM;
+      Ref zero = full({}, 0.0, g->dtype, g->device);
+      Ref shared = where(compare(C::EQ, in[0], in[1]), unary(Unary::MUL_SCALAR, g, 0.5), g);
+      if (need(0)) grads[0] = sum_to_shape(where(compare(mx ? C::LT : C::GT, in[0], in[1]), zero, shared), in[0]->shape);
+      if (need(1)) grads[1] = sum_to_shape(where(compare(mx ? C::GT : C::LT, in[0], in[1]), zero, shared), in[1]->shape);
+      break;
+    }
+    case Op::SQRT:  // g / (2 y)
+      if (need(0)) grads[0] = unary(Unary::MUL_SCALAR, binary(Binary::DIV, g, y), 0.5);
+      break;
+    case Op::ABS:  // g sign(x), 0 at 0
+      if (need(0)) grads[0] = binary(Binary::MUL, g, unary(Unary::SIGN, in[0]));
+      break;
+    case Op::POW: {  // y = a^b: da = g b a^(b-1) (0 where b == 0), db = g y log(a) (0 where a == 0 and b >= 0)
+      using C = Backend::Compare;
+      const Ref &a = in[0], &b = in[1];
+      Ref zero = full({}, 0.0, g->dtype, g->device);
+      if (need(0)) {
+        Ref d = binary(Binary::MUL, g, binary(Binary::MUL, b, pow(a, unary(Unary::ADD_SCALAR, b, -1.0))));
+        grads[0] = sum_to_shape(where(compare(C::EQ, b, zero), zero, d), a->shape);
+      }
+      if (need(1)) {
+        Ref d = binary(Binary::MUL, g, binary(Binary::MUL, y, unary(Unary::LOG, a)));
+        Ref masked = where(compare(C::EQ, a, zero), where(compare(C::GE, b, zero), zero, d), d);
+        grads[1] = sum_to_shape(masked, b->shape);
+      }
+      break;
+    }
+    case Op::CLAMP: {  // g where lo <= x <= hi (bounds included, as torch), else 0
+      if (!need(0)) break;
+      using C = Backend::Compare;
+      const Ref &x = in[0];
+      double hi;
+      std::memcpy(&hi, &node.ints[0], sizeof hi);
+      Ref zero = full({}, 0.0, g->dtype, g->device);
+      Ref lo_t = full({}, node.scalar, x->dtype, x->device), hi_t = full({}, hi, x->dtype, x->device);
+      grads[0] = where(compare(C::GE, x, lo_t), where(compare(C::LE, x, hi_t), g, zero), zero);
+      break;
+    }
+    // ---- end comparisons and selection
     case Op::COUNT:
       fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");
   }

@@ -39,11 +39,10 @@ const char *op_name(Op op) {
 }
 
 namespace ops {
-namespace {
 
 // Records out as produced by op from inputs when grad mode is on and any input
-// requires grad. Returns out for chaining.
-Ref record(Op op, Ref out, std::vector<Ref> in, double scalar = 0, std::vector<int64_t> ints = {}) {
+// requires grad. Returns out for chaining. (Declared in ops.h with its defaults.)
+Ref record(Op op, Ref out, std::vector<Ref> in, double scalar, std::vector<int64_t> ints) {
   if (!grad_enabled()) return out;
   bool any = false;
   for (const Ref &r : in) any = any || (r && r->requires_grad);
@@ -59,6 +58,8 @@ Ref record(Op op, Ref out, std::vector<Ref> in, double scalar = 0, std::vector<i
   tape_push(std::move(n));
   return out;
 }
+
+namespace {
 
 void check_float(const Ref &x, const char *what) {
   MT_CHECK(dtype_is_float(x->dtype), DTYPE, "%s must be a floating tensor, got %s", what, dtype_name(x->dtype));

@@ -17,7 +17,9 @@ namespace mt {
   X(ADD) X(SUB) X(MUL) X(DIV) X(MATMUL) X(LINEAR) X(ADD_SCALAR) X(MUL_SCALAR) X(POW_SCALAR)       \
   X(NEG) X(RELU) X(SIGMOID) X(TANH) X(EXP) X(LOG) X(SUM) X(MEAN) X(SUM_DIM) X(MEAN_DIM)            \
   X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE) X(SOFTMAX) X(LOG_SOFTMAX)          \
-  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM) X(INDEX_SELECT) X(SLICE)
+  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM) X(INDEX_SELECT) X(SLICE)                                \
+  /* comparisons and selection (ops_compare.cpp) */ X(WHERE) X(MAXIMUM) X(MINIMUM) X(SQRT) X(ABS)    \
+  X(POW) X(CLAMP)
 
 enum class Op : int32_t {
 #define MT_X(name) name,
@@ -110,6 +112,26 @@ Ref sum_to_shape(const Ref &g, const Shape &shape);  // sums broadcast dims away
 Ref expand(const Ref &g, const Shape &shape);        // broadcasts g to shape
 // C = op(A) @ op(B) over 2-D matrices (or flattened leading dims), no recording.
 Ref matmul2d(const Ref &a, bool trans_a, const Ref &b, bool trans_b);
+
+// Records out as produced by op from inputs when grad mode is on and an input requires
+// grad (ops.cpp). Returns out.
+Ref record(Op op, Ref out, std::vector<Ref> in, double scalar = 0, std::vector<int64_t> ints = {});
+
+// ---- comparisons and selection (ops_compare.cpp)
+// a OP b broadcast, as uint8 0/1; a and b of one dtype (any) and device; never recorded.
+Ref compare(Backend::Compare op, const Ref &a, const Ref &b);
+// cond (uint8) ? a : b, the three broadcast together; differentiable in a and b.
+Ref where(const Ref &cond, const Ref &a, const Ref &b);
+// Elementwise max / min of two floating tensors; NaN propagates; a tie splits the
+// gradient in halves between a and b (as torch.maximum / torch.minimum).
+Ref maximum(const Ref &a, const Ref &b);
+Ref minimum(const Ref &a, const Ref &b);
+Ref sqrt(const Ref &x);
+Ref abs(const Ref &x);                    // gradient sign(x): 0 at 0
+Ref pow(const Ref &a, const Ref &b);      // a ** b broadcast
+// min(max(x, lo), hi); the gradient passes where lo <= x <= hi, else 0.
+Ref clamp(const Ref &x, double lo, double hi);
+// ---- end comparisons and selection
 
 }  // namespace ops
 }  // namespace mt

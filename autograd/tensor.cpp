@@ -27,6 +27,11 @@ Storage::~Storage() {
     } catch (...) {
       // A destructor cannot report; the memory is lost only if the device is gone.
     }
+  } else if (!owned && on_release) {
+    try {
+      on_release();
+    } catch (...) {
+    }
   }
 }
 

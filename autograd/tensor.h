@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/backend.h"
@@ -22,7 +23,10 @@ struct Storage {
   void *data = nullptr;
   int64_t nbytes = 0;
   Device device = Device::CPU;
-  bool owned = true;  // false: wraps caller memory (mt_tensor_from_blob)
+  bool owned = true;  // false: wraps caller memory (mt_tensor_from_blob, DLPack imports)
+  // Runs once when the storage dies, for memory it does not own (owned == false): a
+  // DLPack import calls its producer's deleter here. Must not throw.
+  std::function<void()> on_release;
   Storage(void *d, int64_t n, Device dev, bool own) : data(d), nbytes(n), device(dev), owned(own) {}
   ~Storage();
   Storage(const Storage &) = delete;

@@ -215,6 +215,31 @@ class Backend {
   virtual void graph_replay(void *graph);
   virtual void graph_free(void *graph) noexcept;
   virtual bool capturing() const { return false; }
+
+  // ---- comparisons and selection (backend/cpu/compare.cpp, backend/cuda/compare.cu).
+  // Defaults report MT_ERR_UNSUPPORTED (backend/common.cpp).
+  enum class Compare : int32_t { EQ, NE, LT, LE, GT, GE };
+  // How out[i] maps onto cond, a and b of where(): strides in elements, 0 on broadcast
+  // dims; `same` when all four have numel elements in the same order (the flat path).
+  struct WherePlan {
+    int ndim = 0;
+    int64_t numel = 0;
+    bool same = false;
+    int64_t shape[kMaxDims] = {};
+    int64_t cond_stride[kMaxDims] = {}, a_stride[kMaxDims] = {}, b_stride[kMaxDims] = {};
+  };
+  // out[i] (uint8, 0 or 1) = a[..] OP b[..] under plan; a and b of dtype. NaN is unequal
+  // to everything: NE gives 1, the other ops 0 (IEEE, as PyTorch).
+  virtual void compare(Compare op, uint8_t *out, const void *a, const void *b, const BroadcastPlan &plan,
+                       DType dtype);
+  // out[i] = cond[..] != 0 ? a[..] : b[..] under plan; out, a, b of dtype (any dtype).
+  virtual void where(void *out, const uint8_t *cond, const void *a, const void *b, const WherePlan &plan,
+                     DType dtype);
+  // out[i] = pow(a[..], b[..]) under plan (floating dtypes).
+  virtual void pow(void *out, const void *a, const void *b, const BroadcastPlan &plan, DType dtype);
+  // Waits for every piece of work queued on the device, by this library or any other, on
+  // any stream (memory imported through DLPack). The default is synchronize().
+  virtual void synchronize_device() { synchronize(); }
 };
 
 // The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or

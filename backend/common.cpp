@@ -132,4 +132,15 @@ Backend &backend_for(Device d) {
 #endif
 }
 
+// ---- comparisons and selection: defaults, not on this device (yet)
+void Backend::compare(Compare, uint8_t *, const void *, const void *, const BroadcastPlan &, DType) {
+  fail(Code::UNSUPPORTED, "comparisons are not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::where(void *, const uint8_t *, const void *, const void *, const WherePlan &, DType) {
+  fail(Code::UNSUPPORTED, "where is not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::pow(void *, const void *, const void *, const BroadcastPlan &, DType) {
+  fail(Code::UNSUPPORTED, "pow of two tensors is not implemented on the %s backend", device_name_short(device()));
+}
+
 }  // namespace mt

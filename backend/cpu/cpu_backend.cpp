@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "classify.h"
+#include "compare.h"
 
 namespace mt {
 namespace {
@@ -138,8 +139,8 @@ T apply_binary(Binary op, T a, T b) {
     case Binary::SUB: return a - b;
     case Binary::MUL: return a * b;
     case Binary::DIV: return a / b;
-    case Binary::MAXIMUM: return a > b ? a : b;
-    case Binary::MINIMUM: return a < b ? a : b;
+    case Binary::MAXIMUM: return (a > b || a != a) ? a : b;  // NaN propagates, as torch.maximum
+    case Binary::MINIMUM: return (a < b || a != a) ? a : b;
     case Binary::RELU_BWD: return b > T(0) ? a : T(0);
     case Binary::SIGMOID_BWD: return a * b * (T(1) - b);
     case Binary::TANH_BWD: return a * (T(1) - b * b);
@@ -430,6 +431,18 @@ class CpuBackend final : public Backend {
         else ((double *)dx)[idx[r] * cols + c] += ((const double *)dy)[r * cols + c];
       }
   }
+
+  // ---- comparisons and selection (compare.cpp)
+  void compare(Compare op, uint8_t *out, const void *a, const void *b, const BroadcastPlan &p, DType d) override {
+    cpu::compare(op, out, a, b, p, d);
+  }
+  void where(void *out, const uint8_t *cond, const void *a, const void *b, const WherePlan &p, DType d) override {
+    cpu::where(out, cond, a, b, p, d);
+  }
+  void pow(void *out, const void *a, const void *b, const BroadcastPlan &p, DType d) override {
+    cpu::pow(out, a, b, p, d);
+  }
+  // ---- end comparisons and selection
 
  private:
   mutable std::mutex mu_;

@@ -6,6 +6,7 @@
 // kernel; device-to-device copies stay stream-ordered and asynchronous.
 #include "backend/cuda/context.h"
 #include "backend/cuda/classify.h"
+#include "backend/cuda/compare.h"
 #include "backend/cuda/ops.h"
 
 namespace mt {
@@ -141,6 +142,22 @@ class CudaBackend final : public Backend {
                  DType d) override {
     cuda::index_add(ctx_, dx, idx, dy, n, rows_x, cols, d);
   }
+
+  // ---- comparisons and selection (compare.cu)
+  void compare(Compare op, uint8_t *out, const void *a, const void *b, const BroadcastPlan &p, DType d) override {
+    cuda::compare(ctx_, op, out, a, b, p, d);
+  }
+  void where(void *out, const uint8_t *cond, const void *a, const void *b, const WherePlan &p, DType d) override {
+    cuda::where(ctx_, out, cond, a, b, p, d);
+  }
+  void pow(void *out, const void *a, const void *b, const BroadcastPlan &p, DType d) override {
+    cuda::pow(ctx_, out, a, b, p, d);
+  }
+  void synchronize_device() override {  // DLPack imports: other libraries' streams too
+    ctx_.check_not_capturing("synchronizing the device");
+    MT_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // ---- end comparisons and selection
 
  private:
   static void check_copy(const char *what, const void *dst, const void *src, int64_t nbytes) {

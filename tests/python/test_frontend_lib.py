@@ -33,6 +33,7 @@ PARAM_TYPES = {
     "int64_t*": POINTER(c_int64),
     "double*": POINTER(c_double),
     "char*": c_char_p,
+    "char*const*": POINTER(c_char_p),
     "mt_dtype*": POINTER(c_int32),
     "mt_device*": POINTER(c_int32),
 }

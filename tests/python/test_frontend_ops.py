@@ -390,8 +390,10 @@ class IndexingTest(TestCase):
             t[0, 0, 0]
         with self.assertRaises(ValueError):
             t[::-1]
-        with self.assertRaises(NotImplementedError):
+        with self.assertRaises(IndexError):   # float indices, as torch
             t[mt.tensor([1.0, 0.0, 1.0])]
+        with self.assertRaises(NotImplementedError):  # a mask combined with another index
+            t[mt.tensor([1, 0, 1], dtype=mt.uint8), 0]
         with self.assertRaises(NotImplementedError):
             t[[0, 1], [1, 2]]
         with self.assertRaises(ValueError):

@@ -22,7 +22,9 @@ from ._factory import (Generator, arange, default_generator, full, full_like, in
                        manual_seed, ones, ones_like, rand, rand_like, randn, randn_like, randperm, seed, tensor,
                        zeros, zeros_like)
 from ._core import promote_types, result_type
-from ._tensor import Tensor
+from ._tensor import Tensor, where
+from ._dlpack import from_dlpack
+from .serialization import load, save
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import autograd, cuda, data, testing  # noqa: E402  (submodules)
 from . import nn, optim  # noqa: E402
@@ -178,3 +180,54 @@ def clone(input):
 
 def numel(input):
     return input.numel()
+
+
+def eq(input, other):
+    return input.eq(other)
+
+
+def ne(input, other):
+    return input.ne(other)
+
+
+def lt(input, other):
+    return input.lt(other)
+
+
+def le(input, other):
+    return input.le(other)
+
+
+def gt(input, other):
+    return input.gt(other)
+
+
+def ge(input, other):
+    return input.ge(other)
+
+
+def equal(input, other):
+    return input.equal(other)
+
+
+def maximum(input, other):
+    return input.maximum(other)
+
+
+def minimum(input, other):
+    return input.minimum(other)
+
+
+def clamp(input, min=None, max=None):
+    return input.clamp(min, max)
+
+
+clip = clamp
+
+
+def sqrt(input):
+    return input.sqrt()
+
+
+def abs(input):
+    return input.abs()

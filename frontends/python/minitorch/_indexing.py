@@ -2,8 +2,14 @@
 built on mt_slice, mt_index_select and reshape, so every result is differentiable; and
 t[i] = v / t[a:b] = v along the first dim (a contiguous block written in place).
 
-Not available (no op in the C ABI): boolean masks, several index tensors at once
-(advanced indexing), negative steps (torch refuses those too)."""
+A uint8 mask (from a comparison) as the only index selects as torch does: t[mask] with
+mask.shape == t.shape[:mask.ndim] gives the selected rows flattened into one dim (the mask is
+read back to the host to count them, as torch does on CUDA; the rows come from
+mt_index_select, so the result is differentiable); t[mask] = v writes v (a number or a
+one-element tensor) where the mask is set, through mt_where.
+
+Not available: masks combined with other indices, several index tensors at once (advanced
+indexing), negative steps (torch refuses those too)."""
 
 import numbers
 import operator
@@ -18,9 +24,11 @@ def _as_index_tensor(idx, device):
     from ._factory import tensor
     from . import _dtype as D
     if isinstance(idx, _core.Tensor):
-        if idx.dtype.is_floating_point or idx.dtype is D.uint8:
-            raise NotImplementedError("boolean-mask and float indices are not available: the C ABI "
-                                      "has no masked select (mt_masked_select)")
+        if idx.dtype.is_floating_point:
+            raise IndexError("tensors used as indices must be long, int or uint8 (a mask) tensors")
+        if idx.dtype is D.uint8:
+            raise NotImplementedError("a uint8 mask is supported as the only index (t[mask]), not "
+                                      "combined with other indices")
         t = idx if idx.dtype is D.int64 else idx.long()
         return t if t.device == device else t.to(device)
     return tensor(list(idx), dtype=D.int64, device=device)
@@ -59,12 +67,38 @@ def _expand_index(index, ndim):
     return out
 
 
+def _single(index):
+    return index[0] if isinstance(index, tuple) and len(index) == 1 else index
+
+
+def _is_mask(idx):
+    from . import _dtype as D
+    return isinstance(idx, _core.Tensor) and idx.dtype is D.uint8
+
+
+def _check_mask(x, mask):
+    if mask.ndim == 0 or tuple(mask.shape) != tuple(x.shape[:mask.ndim]):
+        raise IndexError("The shape of the mask %s does not match the shape of the indexed tensor %s "
+                         "(a mask covers the leading dims of the tensor)" % (list(mask.shape), list(x.shape)))
+
+
+def _mask_select(x, mask):
+    from ._factory import tensor
+    from . import _dtype as D
+    _check_mask(x, mask)
+    picked = [i for i, m in enumerate(mask.reshape(-1).tolist()) if m]
+    rows = x.reshape((mask.numel(),) + tuple(x.shape[mask.ndim:]))
+    return _new(lib.mt_index_select, rows, tensor(picked, dtype=D.int64, device=x.device))
+
+
 def _is_int(i):
     return isinstance(i, numbers.Integral) and not isinstance(i, bool)
 
 
 class IndexingMixin:
     def __getitem__(self, index):
+        if _is_mask(_single(index)):
+            return _mask_select(self, _single(index))
         out = self
         d = 0
         tensors = 0
@@ -114,7 +148,9 @@ class IndexingMixin:
         """t[i] = v, t[a:b] = v (first dim, step 1), t[...] = v, t[:] = v: value (a number or
         a tensor, broadcast) is written into the rows in place."""
         from ._core import _is_scalar, _scalar_tensor
-        idx = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+        idx = _single(index)
+        if _is_mask(idx):
+            return self._mask_fill(idx, value)
         if idx is Ellipsis or (isinstance(idx, slice) and idx == slice(None)):
             start, stop, region = 0, None, None
         elif _is_int(idx) and self.ndim > 0:
@@ -146,3 +182,20 @@ class IndexingMixin:
             row_bytes *= s
         with no_grad():
             self._write(src, byte_offset=start * row_bytes, region=region)
+
+    def _mask_fill(self, mask, value):
+        """t[mask] = value: value (a number or a one-element tensor) where mask is set."""
+        from ._core import _is_scalar, _scalar_tensor
+        from ._tensor import where
+        _check_mask(self, mask)
+        if _is_scalar(value):
+            self._check_inplace()
+        elif isinstance(value, _core.Tensor) and value.numel() == 1:
+            self._check_inplace(value)
+        else:
+            raise NotImplementedError("t[mask] = v takes a number or a one-element tensor (a tensor of "
+                                      "the selected rows needs a scatter op in the C ABI)")
+        with no_grad():
+            src = _scalar_tensor(value, self) if _is_scalar(value) else value.reshape(()).to(self.device)
+            m = mask.to(self.device).reshape(tuple(mask.shape) + (1,) * (self.ndim - mask.ndim))
+            self._write(where(m, src, self))

@@ -36,6 +36,7 @@ PPTR = POINTER(c_void_p) # mt_tensor **out, mt_optimizer **out, void **out, mt_t
 PI64 = POINTER(c_int64)  # int64_t * (shape, perm, out)
 PF64 = POINTER(c_double) # double *out
 PENUM = POINTER(c_int32) # mt_dtype *out, mt_device *out
+PSTR = POINTER(c_char_p) # const char *const * (borrowed arrays of strings)
 
 # (name, result, (parameters...)) in header order.
 SIGNATURES = (
@@ -125,6 +126,23 @@ SIGNATURES = (
     ("mt_argmax", STATUS, (PPTR, PTR, I64, I64)),
     ("mt_index_select", STATUS, (PPTR, PTR, PTR)),
     ("mt_slice", STATUS, (PPTR, PTR, I64, I64, I64)),
+    # comparisons and selection
+    ("mt_eq", STATUS, (PPTR, PTR, PTR)),
+    ("mt_ne", STATUS, (PPTR, PTR, PTR)),
+    ("mt_lt", STATUS, (PPTR, PTR, PTR)),
+    ("mt_le", STATUS, (PPTR, PTR, PTR)),
+    ("mt_gt", STATUS, (PPTR, PTR, PTR)),
+    ("mt_ge", STATUS, (PPTR, PTR, PTR)),
+    ("mt_where", STATUS, (PPTR, PTR, PTR, PTR)),
+    ("mt_maximum", STATUS, (PPTR, PTR, PTR)),
+    ("mt_minimum", STATUS, (PPTR, PTR, PTR)),
+    ("mt_sqrt", STATUS, (PPTR, PTR)),
+    ("mt_abs", STATUS, (PPTR, PTR)),
+    ("mt_pow", STATUS, (PPTR, PTR, PTR)),
+    ("mt_clamp", STATUS, (PPTR, PTR, F64, F64)),
+    # DLPack
+    ("mt_tensor_to_dlpack", STATUS, (PPTR, PTR)),
+    ("mt_tensor_from_dlpack", STATUS, (PPTR, PTR)),
     # initialization
     ("mt_init_uniform", STATUS, (PTR, F64, F64, I64)),
     ("mt_init_normal", STATUS, (PTR, F64, F64, I64)),
@@ -136,6 +154,11 @@ SIGNATURES = (
     ("mt_load_idx", STATUS, (PPTR, STR, ENUM)),
     ("mt_load_tsv", STATUS, (PPTR, PPTR, STR, STR, I64, ENUM)),
     ("mt_randperm", STATUS, (PPTR, I64, I64, ENUM)),
+    # checkpoints
+    ("mt_save_safetensors", STATUS, (STR, PSTR, PPTR, I64)),
+    ("mt_safetensors_count", STATUS, (STR, PI64)),
+    ("mt_safetensors_name", STATUS, (STR, I64, STR, I64)),
+    ("mt_load_safetensors", STATUS, (PPTR, STR, STR, ENUM)),
     # graphs
     ("mt_graph_begin", STATUS, (ENUM,)),
     ("mt_graph_end", STATUS, (PPTR,)),
@@ -150,6 +173,8 @@ SIGNATURES = (
     ("mt_optim_set_lr", STATUS, (PTR, F64)),
     ("mt_optim_get_lr", STATUS, (PTR, PF64)),
     ("mt_optim_free", STATUS, (PTR,)),
+    ("mt_optim_save", STATUS, (PTR, STR)),
+    ("mt_optim_load", STATUS, (PTR, STR)),
     ("mt_clip_grad_norm", STATUS, (PPTR, PPTR, I64, F64)),
 )
 

@@ -25,8 +25,8 @@ from ctypes import byref, c_double, c_int32, c_int64, c_void_p
 from . import _convert, _core, _format
 from . import _dtype as D
 from ._core import (NOT_IN_ABI, _binary, _cast, _checked, _dim_op, _floating, _for_scalar,
-                    _int64_array, _is_scalar, _new, _reduction, _scalar_tensor, _shape_args,
-                    _unary_op, _wrap_dim, result_type)
+                    _int64_array, _is_integral, _is_scalar, _new, _reduction, _scalar_tensor,
+                    _shape_args, _unary_op, _wrap_dim, result_type)
 from ._indexing import IndexingMixin
 from ._inplace import InplaceMixin
 from ._lib import lib
@@ -369,8 +369,13 @@ class Tensor(IndexingMixin, InplaceMixin):
         if _is_scalar(exponent):
             return _new(lib.mt_pow_scalar, _for_scalar(self, exponent), float(exponent))
         if isinstance(exponent, Tensor):
-            raise TypeError(NOT_IN_ABI.format(what="a tensor exponent",
-                                               need="elementwise pow of two tensors (mt_pow)"))
+            return _binary(lib.mt_pow, self, exponent)
+        return NotImplemented
+
+    def __rpow__(self, base):
+        if _is_scalar(base):
+            x = _for_scalar(self, base)
+            return _new(lib.mt_pow, _scalar_tensor(base, x), x)
         return NotImplemented
 
     def _matmul(self, other):
@@ -417,7 +422,7 @@ class Tensor(IndexingMixin, InplaceMixin):
     divide = true_divide = div
 
     def pow(self, exponent):
-        """self ** exponent for a number exponent (mt_pow_scalar)."""
+        """self ** exponent: a number (mt_pow_scalar) or a tensor, broadcast (mt_pow)."""
         return _checked(self._pow(exponent), "pow", exponent)
 
     def matmul(self, other):
@@ -445,14 +450,125 @@ class Tensor(IndexingMixin, InplaceMixin):
     def __pos__(self):
         return self
 
-    def _no_comparison(self, other):
-        if isinstance(other, Tensor) or _is_scalar(other):
-            raise TypeError(NOT_IN_ABI.format(what="elementwise comparison",
-                                               need="comparison ops (mt_eq, mt_lt, ...)"))
+    # ---------------------------------------------------------- comparisons
+    # Results are uint8 masks of 0/1 (minitorch has no bool dtype), usable by where(),
+    # mask indexing and arithmetic after .float(). `t == None` stays False.
+
+    def _compare(self, other, fn):
+        if _is_scalar(other):
+            x = _for_scalar(self, other)
+            if not x.dtype.is_floating_point:
+                if not _fits(other, x.dtype):
+                    x = _cast(x, D.int64)      # e.g. uint8 == -1: compare exactly, as numbers
+                if _fits(other, x.dtype):      # integers cross exactly (not through a double)
+                    from ._factory import tensor
+                    return _new(fn, x, tensor(other, dtype=x.dtype, device=x.device))
+            return _new(fn, x, _scalar_tensor(other, x))
+        if isinstance(other, Tensor):
+            return _binary(fn, self, other)
         return NotImplemented
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _no_comparison
+    def __eq__(self, other):
+        return self._compare(other, lib.mt_eq)
+
+    def __ne__(self, other):
+        return self._compare(other, lib.mt_ne)
+
+    def __lt__(self, other):
+        return self._compare(other, lib.mt_lt)
+
+    def __le__(self, other):
+        return self._compare(other, lib.mt_le)
+
+    def __gt__(self, other):
+        return self._compare(other, lib.mt_gt)
+
+    def __ge__(self, other):
+        return self._compare(other, lib.mt_ge)
+
     __hash__ = object.__hash__
+
+    def eq(self, other):
+        """self == other elementwise (uint8 0/1, broadcast; mt_eq)."""
+        return _checked(self._compare(other, lib.mt_eq), "eq", other)
+
+    def ne(self, other):
+        return _checked(self._compare(other, lib.mt_ne), "ne", other)
+
+    def lt(self, other):
+        return _checked(self._compare(other, lib.mt_lt), "lt", other)
+
+    def le(self, other):
+        return _checked(self._compare(other, lib.mt_le), "le", other)
+
+    def gt(self, other):
+        return _checked(self._compare(other, lib.mt_gt), "gt", other)
+
+    def ge(self, other):
+        return _checked(self._compare(other, lib.mt_ge), "ge", other)
+
+    not_equal, less, less_equal, greater, greater_equal = ne, lt, le, gt, ge
+
+    def equal(self, other):
+        """True when other has the same shape and equal elements (torch.equal)."""
+        if not isinstance(other, Tensor) or tuple(self.shape) != tuple(other.shape):
+            return False
+        return all(v == 1 for v in (self == other).reshape(-1).tolist())
+
+    def where(self, condition, other):
+        """self where condition, else other (torch's Tensor.where)."""
+        return where(condition, self, other)
+
+    def maximum(self, other):
+        """Elementwise max (broadcast; NaN propagates; a tie splits the gradient; mt_maximum)."""
+        return _binary(lib.mt_maximum, self, _as_tensor_like(other, self))
+
+    def minimum(self, other):
+        return _binary(lib.mt_minimum, self, _as_tensor_like(other, self))
+
+    def clamp(self, min=None, max=None):
+        """min(max(self, min), max); bounds are numbers (mt_clamp) or tensors (mt_maximum,
+        mt_minimum). The gradient passes where min <= self <= max."""
+        if min is None and max is None:
+            raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+        if isinstance(min, Tensor) or isinstance(max, Tensor):
+            out = self
+            if min is not None:
+                out = out.maximum(min)
+            if max is not None:
+                out = out.minimum(max)
+            return out
+        lo = float("-inf") if min is None else float(min)
+        hi = float("inf") if max is None else float(max)
+        x = self
+        if not x.dtype.is_floating_point and not all(b is None or _is_integral(b) for b in (min, max)):
+            x = _cast(x, D.get_default_dtype())
+        return _new(lib.mt_clamp, x, lo, hi)
+
+    clip = clamp
+
+    def clamp_min(self, min):
+        return self.clamp(min=min)
+
+    def clamp_max(self, max):
+        return self.clamp(max=max)
+
+    # ------------------------------------------------------------------ DLPack
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A "dltensor" PyCapsule sharing this tensor's memory (DLPack v0.8; a CUDA tensor's
+        queued work is finished first, so any consumer stream may read it)."""
+        from ._dlpack import to_capsule
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError("__dlpack__: cannot export to device %r (the tensor is on %s)"
+                              % (tuple(dl_device), self.device))
+        return to_capsule(self.clone() if copy else self)
+
+    def __dlpack_device__(self):
+        """(kDLCPU=1 or kDLCUDA=2, device id)."""
+        return (2, 0) if self.device.type == "cuda" else (1, 0)
 
     def __len__(self):
         if not self.shape:
@@ -489,6 +605,9 @@ class Tensor(IndexingMixin, InplaceMixin):
     log_softmax = _dim_op("mt_log_softmax")
     sum = _reduction("mt_sum", "mt_sum_dim")
     mean = _reduction("mt_mean", "mt_mean_dim")
+    sqrt = _unary_op("mt_sqrt", floating=True)
+    abs = absolute = _unary_op("mt_abs")
+    __abs__ = abs
 
     # ------------------------------------------------------------- reductions
 
@@ -604,6 +723,47 @@ class Tensor(IndexingMixin, InplaceMixin):
         with enable_grad():
             # d/dx sum(self * gradient) is the vector-Jacobian product with gradient.
             lib.mt_backward((self * gradient).sum())
+
+
+_INT_RANGE = {"uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
+
+
+def _fits(value, dt):
+    """True when an integral Python number is exactly representable in integer dtype dt."""
+    lo, hi = _INT_RANGE[dt.name]
+    return _is_integral(value) and lo <= value <= hi
+
+
+def _as_tensor_like(value, like):
+    """A Tensor as is; a Python number as a 0-d tensor of like's dtype (the default float
+    dtype for a non-integral number and an integer tensor) on like's device."""
+    if isinstance(value, Tensor):
+        return value
+    if _is_scalar(value):
+        return _scalar_tensor(value, _for_scalar(like, value))
+    raise TypeError("expected a Tensor or a number, got %s" % type(value).__name__)
+
+
+def where(condition, input, other):
+    """input where condition (nonzero) else other, the three broadcast together (mt_where);
+    input and other may be numbers. Differentiable in input and other."""
+    if not isinstance(condition, Tensor):
+        raise TypeError("where(): condition must be a Tensor, got %s" % type(condition).__name__)
+    if condition.dtype is not D.uint8:
+        condition = condition != 0
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        if not (_is_scalar(input) and _is_scalar(other)):
+            raise TypeError("where(): input and other must be Tensors or numbers")
+        floating = not (_is_integral(input) and _is_integral(other))
+        dt = D.get_default_dtype() if floating else D.int64
+        like = _new(lib.mt_tensor_full, None, 0, 0.0, dt.code, condition.device.code)
+        input, other = _scalar_tensor(input, like), _scalar_tensor(other, like)
+    elif not isinstance(input, Tensor):
+        input = _as_tensor_like(input, other)
+    elif not isinstance(other, Tensor):
+        other = _as_tensor_like(other, input)
+    dt = result_type(input, other)
+    return _new(lib.mt_where, condition, _cast(input, dt), _cast(other, dt))
 
 
 def _rebuild_tensor(raw, shape, dtype_name, device_str, requires_grad):

@@ -39,6 +39,7 @@ class _AdamBase(Optimizer):
 class Adam(_AdamBase):
     """torch.optim.Adam (weight_decay adds weight_decay * p to the gradient)."""
     _native = "mt_optim_adam"
+    _state_kind = "adam"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
                  maximize=False):
@@ -48,6 +49,7 @@ class Adam(_AdamBase):
 class AdamW(_AdamBase):
     """torch.optim.AdamW (decoupled decay: p *= 1 - lr * weight_decay)."""
     _native = "mt_optim_adamw"
+    _state_kind = "adamw"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
                  maximize=False):

@@ -1,5 +1,9 @@
 """Optimizer: param_groups as torch, each group backed by one native mt_optimizer."""
 
+import os
+import re
+import shutil
+import tempfile
 from ctypes import byref, c_double, c_void_p
 
 from .._lib import lib
@@ -22,6 +26,7 @@ class Optimizer:
     schedulers that edit param_groups work."""
 
     _frozen = ()
+    _state_kind = None  # the "optimizer" entry of mt_optim_save's files: sgd, adam, adamw
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
@@ -112,6 +117,55 @@ class Optimizer:
             out.append(v.value)
         return out
 
+    def state_dict(self):
+        """{"state": {index: {name: Tensor}}, "param_groups": [...]} as torch: parameters are
+        numbered across groups in order; state names are torch's (momentum_buffer, exp_avg,
+        exp_avg_sq, step). The library writes each group's state with mt_optim_save; the
+        tensors are read back from that file (copies, on the group's device)."""
+        from .. import serialization
+        state, groups, offset = {}, [], 0
+        with _scratch_dir() as d:
+            for gi, (group, h) in enumerate(zip(self.param_groups, self._handle_list())):
+                path = os.path.join(d, "group%d.safetensors" % gi)
+                lib.mt_optim_save(h, os.fsencode(path))
+                device = group["params"][0].device if group["params"] else None
+                for name, t in serialization.load(path, map_location=device).items():
+                    m = re.match(r"state\.(\d+)\.(\w+)$", name)
+                    if m:
+                        state.setdefault(offset + int(m.group(1)), {})[m.group(2)] = t
+                n = len(group["params"])
+                g = {k: v for k, v in group.items() if k != "params"}
+                g["params"] = list(range(offset, offset + n))
+                groups.append(g)
+                offset += n
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restores what state_dict() returned (from an optimizer of the same kind over
+        parameters of the same shapes) through mt_optim_load, and each group's lr."""
+        from .. import serialization
+        from .._factory import tensor
+        from .. import _dtype as D
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size "
+                                 "of optimizer's group")
+        state = state_dict["state"]
+        with _scratch_dir() as d:
+            for gi, (group, theirs, entry) in enumerate(zip(self.param_groups, groups, self._handles)):
+                entries = {"lr": tensor(float(theirs["lr"]), dtype=D.float64, device="cpu")}
+                for i, index in enumerate(theirs["params"]):
+                    for key, t in state.get(index, state.get(str(index), {})).items():
+                        entries["state.%d.%s" % (i, key)] = t
+                path = os.path.join(d, "group%d.safetensors" % gi)
+                serialization.save_with_metadata(entries, path, {"optimizer": self._state_kind,
+                                                                 "params": str(len(group["params"]))})
+                lib.mt_optim_load(entry[0], os.fsencode(path))
+                group["lr"] = entry[1] = float(theirs["lr"])
+
     def close(self):
         """Frees the native optimizers (their references to parameters and state). Idempotent."""
         for entry in self._handles:
@@ -137,6 +191,18 @@ class Optimizer:
                     lines.append("    %s: %s" % (k, g[k]))
         lines.append(")")
         return "\n".join(lines)
+
+
+class _scratch_dir:
+    """A temporary folder for the state files, removed on exit."""
+
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="minitorch-optim-")
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+        return False
 
 
 def new_handle(fn, *args):

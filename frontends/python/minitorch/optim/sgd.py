@@ -14,6 +14,7 @@ class SGD(Optimizer):
     """
 
     _frozen = ("momentum", "weight_decay", "nesterov")
+    _state_kind = "sgd"
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  maximize=False):
