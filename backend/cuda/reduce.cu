@@ -19,10 +19,15 @@
 //     few long rows            split each row into chunks: block partials into a pool
 //                              temporary (rows, chunks), then a row reduction of those
 //                              (outer == 1 is the full reduction: one wave of blocks).
+//   outer == 1, inner == 1 in f32/f64 (a sum over everything): CUB's DeviceReduce::Sum
+//     into a pool temporary, then one thread applies scale and beta. CUB picks its own
+//     tiling per architecture; its result is the same on every run of a given size.
 //   inner > 1 (columns): threads along inner (coalesced), a block of 256 = bx * by
 //     threads splits `reduce` among its by rows and sums them in shared memory; when
 //     (inner, outer) alone cannot fill the GPU, `reduce` is also split over grid.z into
 //     a (outer, splits, inner) temporary and reduced again by the same kernel.
+#include <cub/device/device_reduce.cuh>
+
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
@@ -280,6 +285,27 @@ bool elem_aligned(const void *p) {
   return ((uintptr_t)p % sizeof(T)) == 0;
 }
 
+// out = scale * *sum (+ beta * out): the epilogue of the CUB full reduction.
+template <class T>
+__global__ void scale_sum_kernel(T *out, const T *sum, T scale, T beta) {
+  T v = scale * *sum;
+  if (beta != T(0)) v = beta * *out + v;  // beta == 0 never reads out (may be NaN)
+  *out = v;
+}
+
+// A sum over all n elements with cub::DeviceReduce::Sum (f32 or f64).
+template <class T>
+void reduce_all_cub(T *out, const T *x, int64_t n, T scale, T beta) {
+  Context &c = context();
+  size_t temp_bytes = 0;
+  MT_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, x, (T *)nullptr, n, c.stream));
+  PoolBuffer temp((int64_t)temp_bytes);
+  PoolBuffer sum((int64_t)sizeof(T));
+  MT_CUDA_CHECK(cub::DeviceReduce::Sum(temp.as<void>(), temp_bytes, x, sum.as<T>(), n, c.stream));
+  scale_sum_kernel<T><<<1, 1, 0, c.stream>>>(out, sum.as<T>(), scale, beta);
+  MT_CUDA_CHECK_LAUNCH("sum_reduce");
+}
+
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------
@@ -298,6 +324,12 @@ void launch_sum_reduce(void *out, const void *x, int64_t outer, int64_t reduce, 
     using Acc = Compute<T>;
     T *o = static_cast<T *>(out);
     const T *in = static_cast<const T *>(x);
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
+      if (outer == 1 && inner == 1 && reduce > 0 && reduce < (int64_t(1) << 31)) {
+        reduce_all_cub<T>(o, in, reduce, (T)scale, (T)beta);
+        return;
+      }
+    }
     if (inner == 1) {
       const SumSrc<T> src{in, elem_aligned<T>(in)};
       reduce_rows("sum_reduce", o, src, outer, reduce, (Acc)scale, (Acc)beta);
