@@ -301,6 +301,31 @@ MT_API mt_status mt_tensor_to_dlpack(void **out, mt_tensor *t);
  * the producer's stream is not ordered with the library's. */
 MT_API mt_status mt_tensor_from_dlpack(mt_tensor **out, void *managed);
 
+/* ---- transformer blocks (compositions of the recorded ops above) */
+/* Over the last dim: (x - mean) / sqrt(var + eps) * gamma + beta, the variance biased as
+ * PyTorch's; gamma and beta ([D]) may be NULL. */
+MT_API mt_status mt_layer_norm(mt_tensor **out, mt_tensor *x, mt_tensor *gamma, mt_tensor *beta, double eps);
+/* The tanh approximation, as torch.nn.functional.gelu(x, approximate='tanh'). */
+MT_API mt_status mt_gelu(mt_tensor **out, mt_tensor *x);
+/* Rows of weight [V,D] at MT_I64 indices of any shape: out [..., D]; repeated indices
+ * accumulate in the backward (deterministic on CUDA). Out-of-range indices are
+ * MT_ERR_INVALID_ARGUMENT naming the first bad position. */
+MT_API mt_status mt_embedding(mt_tensor **out, mt_tensor *weight, mt_tensor *indices);
+/* softmax(q k^T / sqrt(D) (+ causal mask)) v for q [..., T, D], k [..., S, D], v [..., S, Dv]
+ * ([B, H, T, D] in a transformer). causal masks key j for query i when j > i + S - T. */
+MT_API mt_status mt_scaled_dot_product_attention(mt_tensor **out, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                                                 int64_t causal);
+/* The same with the softmax scale given (scale <= 0: 1/sqrt(D)). */
+MT_API mt_status mt_scaled_dot_product_attention_scaled(mt_tensor **out, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                                                        int64_t causal, double scale);
+/* Zeroes each element with probability p (scaling the rest by 1/(1-p)); the mask is drawn
+ * from the seeded counter-based stream: the same seed gives the same mask on every device. */
+MT_API mt_status mt_dropout(mt_tensor **out, mt_tensor *x, double p, int64_t seed);
+/* value where mask (MT_U8, broadcast to x) is nonzero, x elsewhere; differentiable in x. */
+MT_API mt_status mt_masked_fill(mt_tensor **out, mt_tensor *x, mt_tensor *mask, double value);
+/* Concatenates n tensors (borrowed) along dim; every other dim must agree. */
+MT_API mt_status mt_cat(mt_tensor **out, mt_tensor *const *tensors, int64_t n, int64_t dim);
+
 /* ------------------------------------------------------------ initialization */
 /* In place, not recorded; the same seed gives bit-identical values on every device.
  * fan_in / fan_out are those of torch.nn.init for a weight of shape [out, in, ...]. */

@@ -234,6 +234,22 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       break;
     }
     // ---- end comparisons and selection
+    case Op::CAT: {  // each input's gradient is its block of g along the cat dim
+      const Shape &gs = g->shape;
+      int64_t d = node.ints[0], outer = 1, inner = 1, at = 0;
+      for (int64_t k = 0; k < d; k++) outer *= gs[(size_t)k];
+      for (int64_t k = d + 1; k < (int64_t)gs.size(); k++) inner *= gs[(size_t)k];
+      for (size_t i = 0; i < in.size(); i++) {
+        int64_t len = node.ints[i + 1];
+        if (need(i)) {
+          Ref gi = empty(in[i]->shape, g->dtype, g->device);
+          if (gi->numel()) g->backend().slice_copy(gi->data(), g->data(), outer, gs[(size_t)d], inner, at, len, g->dtype);
+          grads[i] = gi;
+        }
+        at += len;
+      }
+      break;
+    }
     case Op::COUNT:
       fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");
   }

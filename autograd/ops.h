@@ -17,7 +17,7 @@ namespace mt {
   X(ADD) X(SUB) X(MUL) X(DIV) X(MATMUL) X(LINEAR) X(ADD_SCALAR) X(MUL_SCALAR) X(POW_SCALAR)       \
   X(NEG) X(RELU) X(SIGMOID) X(TANH) X(EXP) X(LOG) X(SUM) X(MEAN) X(SUM_DIM) X(MEAN_DIM)            \
   X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE) X(SOFTMAX) X(LOG_SOFTMAX)          \
-  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM) X(INDEX_SELECT) X(SLICE)                                \
+  X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM) X(INDEX_SELECT) X(SLICE) X(CAT)                                \
   /* comparisons and selection (ops_compare.cpp) */ X(WHERE) X(MAXIMUM) X(MINIMUM) X(SQRT) X(ABS)    \
   X(POW) X(CLAMP)
 

@@ -1,0 +1,35 @@
+// nn_ops.h - the transformer's building blocks as compositions of recorded
+// primitives (each primitive is gradchecked, so each composition's backward is
+// the chain of theirs). A fused kernel may replace one when it is measurably
+// faster; the composition then stays as its test reference.
+//
+// defines: ops::gelu, ops::layer_norm, ops::embedding, ops::dropout, ops::masked_fill,
+//          ops::cat, ops::scaled_dot_product_attention
+#pragma once
+
+#include "ops.h"
+
+namespace mt {
+namespace ops {
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's approximate='tanh'.
+Ref gelu(const Ref &x);
+// Over the last dim: (x - mean) / sqrt(var + eps) * gamma + beta, var biased as PyTorch.
+// gamma and beta ([D]) may be null.
+Ref layer_norm(const Ref &x, const Ref &gamma, const Ref &beta, double eps);
+// weight [V, D] rows at int64 indices of any shape: out [..., D]. Repeated indices
+// accumulate in the backward (index_select's deterministic index_add).
+Ref embedding(const Ref &weight, const Ref &indices);
+// Zeroes elements with probability p and scales the rest by 1/(1-p); the mask comes from
+// the seeded counter-based stream, so a seed gives the same mask on every device.
+Ref dropout(const Ref &x, double p, uint64_t seed);
+// x where mask (uint8, broadcast to x) is 0, value where it is 1; differentiable in x.
+Ref masked_fill(const Ref &x, const Ref &mask, double value);
+// Concatenation along dim (the other dims equal); differentiable in every input.
+Ref cat(const std::vector<Ref> &xs, int64_t dim);
+// softmax(q k^T * scale (+ causal mask)) v over [B, H, T, D] (any leading dims);
+// scale <= 0 means 1/sqrt(D).
+Ref scaled_dot_product_attention(const Ref &q, const Ref &k, const Ref &v, bool causal, double scale);
+
+}  // namespace ops
+}  // namespace mt
