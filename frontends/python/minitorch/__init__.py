@@ -22,7 +22,7 @@ from ._factory import (Generator, arange, default_generator, full, full_like, in
                        manual_seed, ones, ones_like, rand, rand_like, randn, randn_like, randperm, seed, tensor,
                        zeros, zeros_like)
 from ._core import promote_types, result_type
-from ._tensor import Tensor, where
+from ._tensor import Tensor, cat, stack, where
 from ._dlpack import from_dlpack
 from .serialization import load, save
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -231,3 +231,10 @@ def sqrt(input):
 
 def abs(input):
     return input.abs()
+
+
+concat = concatenate = cat
+
+
+def masked_fill(input, mask, value):
+    return input.masked_fill(mask, value)

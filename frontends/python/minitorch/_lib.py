@@ -143,6 +143,15 @@ SIGNATURES = (
     # DLPack
     ("mt_tensor_to_dlpack", STATUS, (PPTR, PTR)),
     ("mt_tensor_from_dlpack", STATUS, (PPTR, PTR)),
+    # transformer blocks
+    ("mt_layer_norm", STATUS, (PPTR, PTR, PTR, PTR, F64)),
+    ("mt_gelu", STATUS, (PPTR, PTR)),
+    ("mt_embedding", STATUS, (PPTR, PTR, PTR)),
+    ("mt_scaled_dot_product_attention", STATUS, (PPTR, PTR, PTR, PTR, I64)),
+    ("mt_scaled_dot_product_attention_scaled", STATUS, (PPTR, PTR, PTR, PTR, I64, F64)),
+    ("mt_dropout", STATUS, (PPTR, PTR, F64, I64)),
+    ("mt_masked_fill", STATUS, (PPTR, PTR, PTR, F64)),
+    ("mt_cat", STATUS, (PPTR, PPTR, I64, I64)),
     # initialization
     ("mt_init_uniform", STATUS, (PTR, F64, F64, I64)),
     ("mt_init_normal", STATUS, (PTR, F64, F64, I64)),

@@ -553,6 +553,17 @@ class Tensor(IndexingMixin, InplaceMixin):
     def clamp_max(self, max):
         return self.clamp(max=max)
 
+    def masked_fill(self, mask, value):
+        """value where mask is set, self elsewhere; mask is a uint8 0/1 tensor (what the
+        comparisons return; minitorch has no bool dtype) broadcast to self's shape, value a
+        number or a one-element tensor. Differentiable in self (mt_masked_fill)."""
+        return _new(lib.mt_masked_fill, self, _check_fill_mask(mask, self), _fill_value(value))
+
+    def masked_fill_(self, mask, value):
+        """In-place masked_fill (not recorded: see the in-place rules)."""
+        m, v = _check_fill_mask(mask, self), _fill_value(value)
+        return self._inplace(lambda: _new(lib.mt_masked_fill, self, m, v))
+
     # ------------------------------------------------------------------ DLPack
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -742,6 +753,68 @@ def _as_tensor_like(value, like):
     if _is_scalar(value):
         return _scalar_tensor(value, _for_scalar(like, value))
     raise TypeError("expected a Tensor or a number, got %s" % type(value).__name__)
+
+
+def _check_fill_mask(mask, like):
+    if not isinstance(mask, Tensor):
+        raise TypeError("masked_fill(): mask must be a Tensor, got %s" % type(mask).__name__)
+    if mask.dtype is not D.uint8:
+        raise TypeError("masked_fill only supports boolean-like uint8 masks (what comparisons such as "
+                        "t > 0 return; minitorch has no bool dtype), but got mask with dtype %s; "
+                        "pass mask != 0" % mask.dtype.name)
+    return mask if mask.device == like.device else mask.to(like.device)
+
+
+def _fill_value(value):
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise RuntimeError("masked_fill only supports a 0-dimensional value tensor, but got tensor "
+                               "with %d dimension(s)." % value.ndim)
+        value = value.item()
+    if not _is_scalar(value):
+        raise TypeError("masked_fill(): value must be a number, got %s" % type(value).__name__)
+    return float(value)
+
+
+def cat(tensors, dim=0):
+    """Concatenates tensors along dim (torch.cat): every other dim must agree; dtypes are
+    promoted as torch does; 1-D empty tensors are skipped, as torch allows. Differentiable
+    in every input (mt_cat)."""
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError("cat(): argument 'tensors' must be a tuple or list of Tensors, got %s"
+                        % type(tensors).__name__)
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError("cat(): expected Tensor as element %d in argument 0, but got %s"
+                            % (i, type(t).__name__))
+    dt = tensors[0].dtype
+    for t in tensors[1:]:
+        dt = _core.promote_types(dt, t.dtype)
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    if not kept:
+        return _cast(tensors[0], dt)
+    for t in kept:
+        if t.ndim == 0:
+            raise ValueError("zero-dimensional tensor cannot be concatenated")
+    kept = [_cast(t, dt) for t in kept]
+    arr = (c_void_p * len(kept))(*[t._as_parameter_ for t in kept])
+    return _new(lib.mt_cat, arr, len(kept), operator.index(dim))
+
+
+def stack(tensors, dim=0):
+    """Joins same-shaped tensors along a new dim (torch.stack: unsqueeze, then cat)."""
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError("stack(): expects a non-empty tuple or list of Tensors")
+    shape = tuple(tensors[0].shape)
+    for t in tensors:
+        if tuple(t.shape) != shape:
+            raise ValueError("stack expects each tensor to be equal size, but got %s and %s"
+                             % (list(shape), list(t.shape)))
+    d = _wrap_dim(dim, len(shape) + 1)
+    return cat([t.unsqueeze(d) for t in tensors], d)
 
 
 def where(condition, input, other):

@@ -1,11 +1,12 @@
 """minitorch.nn: modules, parameters, functional ops and initialisers."""
 
 from . import functional, init, utils
-from .layers import (CrossEntropyLoss, Flatten, Identity, Linear, LogSoftmax, MSELoss, NLLLoss, ReLU,
-                     Sigmoid, Softmax, Tanh)
+from .layers import (GELU, CrossEntropyLoss, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear,
+                     LogSoftmax, MSELoss, MultiheadAttention, NLLLoss, ReLU, Sigmoid, Softmax, Tanh)
 from .module import Module, ModuleList, Sequential
 from .parameter import Parameter
 
 __all__ = ["Module", "Sequential", "ModuleList", "Parameter", "Linear", "Identity", "Flatten",
            "ReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss",
-           "NLLLoss", "functional", "init", "utils"]
+           "NLLLoss", "GELU", "LayerNorm", "Embedding", "Dropout", "MultiheadAttention", "functional",
+           "init", "utils"]

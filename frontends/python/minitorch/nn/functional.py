@@ -4,12 +4,18 @@ Adding an op of the C ABI here is one line, e.g. `softmax = _op("softmax")` once
 Tensor has it.
 """
 
+import math
+import numbers
+import operator
+
+from .. import _dtype as D
 from .._lib import lib
-from .._core import _cast, _new, result_type
+from .._core import _cast, _floating, _new, result_type
 from .._tensor import Tensor
 
 __all__ = ["linear", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "mse_loss",
-           "cross_entropy", "nll_loss"]
+           "cross_entropy", "nll_loss", "gelu", "layer_norm", "embedding", "dropout",
+           "scaled_dot_product_attention"]
 
 
 def linear(input, weight, bias=None):
@@ -84,3 +90,137 @@ def mse_loss(input, target, reduction="mean"):
     if reduction == "none":
         return (input - target) ** 2
     raise ValueError("%s is not a valid value for reduction" % reduction)
+
+
+# ------------------------------------------------------------ transformer blocks
+
+def gelu(input, approximate="tanh"):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (mt_gelu).
+
+    Only the tanh approximation exists in the C ABI, so approximate defaults to 'tanh'
+    (torch's default is 'none', the exact erf form, which is refused here)."""
+    if approximate == "none":
+        raise NotImplementedError("gelu(approximate='none') (the exact erf form) is not available: "
+                                  "the C ABI has only the tanh approximation (mt_gelu); pass "
+                                  "approximate='tanh'")
+    if approximate != "tanh":
+        raise ValueError("approximate argument must be either none or tanh.")
+    return _new(lib.mt_gelu, _floating(input))
+
+
+def _normalized_shape(normalized_shape):
+    if isinstance(normalized_shape, numbers.Integral):
+        return (operator.index(normalized_shape),)
+    return tuple(operator.index(s) for s in normalized_shape)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape dims,
+    the variance biased as torch's (mt_layer_norm). Several trailing dims are flattened into
+    one for the library and restored after."""
+    ns = _normalized_shape(normalized_shape)
+    shape = tuple(input.shape)
+    if not ns or len(ns) > len(shape) or shape[len(shape) - len(ns):] != ns:
+        raise ValueError("Given normalized_shape=%s, expected input with shape [*, %s], but got input "
+                         "of size %s" % (list(ns), ", ".join(str(n) for n in ns), list(shape)))
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != ns:
+            raise ValueError("layer_norm: %s must have shape %s, got %s" % (name, list(ns), list(p.shape)))
+    x = _floating(input)
+    if len(ns) == 1:
+        return _new(lib.mt_layer_norm, x, weight, bias, float(eps))
+    n = 1
+    for d in ns:
+        n *= d
+    flat = x.reshape(shape[:len(shape) - len(ns)] + (n,))
+    out = _new(lib.mt_layer_norm, flat, None if weight is None else weight.reshape(n),
+               None if bias is None else bias.reshape(n), float(eps))
+    return out.reshape(shape)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of weight [V, D] at the integer indices input (any shape): out [*input.shape, D]
+    (mt_embedding). Repeated indices accumulate their gradients; an index outside [0, V)
+    raises ValueError naming the position."""
+    for name, value, default in (("padding_idx", padding_idx, None), ("max_norm", max_norm, None),
+                                 ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                 ("sparse", sparse, False)):
+        if value != default:
+            raise NotImplementedError("embedding(%s=...) is not available in the C ABI (mt_embedding)"
+                                      % name)
+    if not isinstance(input, Tensor):
+        from .._factory import tensor
+        input = tensor(input, dtype=D.int64, device=weight.device)
+    if input.dtype.is_floating_point:
+        raise TypeError("Expected tensor for argument #1 'indices' to have one of the following scalar "
+                        "types: Long, Int; but got %s instead" % input.dtype.name)
+    if input.dtype is not D.int64:
+        input = _cast(input, D.int64)
+    return _new(lib.mt_embedding, weight, input)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes each element with probability p and scales the rest by 1/(1-p) when training;
+    the identity otherwise (mt_dropout). Each call draws one seed from the default generator
+    (minitorch.manual_seed makes the masks reproducible)."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+    if inplace:
+        raise NotImplementedError("dropout(inplace=True) is not available: the tape cannot record an "
+                                  "in-place op")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0                       # every element dropped (as torch)
+    from .._factory import default_generator
+    return _new(lib.mt_dropout, input, p, default_generator.next_seed())
+
+
+def _attention_weights(query, key, attn_mask, is_causal, scale):
+    """softmax(q k^T * scale + masks) in the ops of Tensor, for what mt_scaled_dot_product_attention
+    does not take (an explicit mask, a causal mask when T != S, a non-positive scale)."""
+    scores = (query @ key.transpose(-2, -1)) * scale
+    T, S = query.shape[-2], key.shape[-2]
+    if is_causal:
+        from .._factory import tensor
+        mask = tensor([[1 if j > i else 0 for j in range(S)] for i in range(T)], dtype=D.uint8,
+                      device=scores.device)            # torch's top-left causal alignment
+        scores = scores.masked_fill(mask, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype is D.uint8:               # a boolean mask: nonzero takes part
+            scores = scores.masked_fill(attn_mask == 0, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    return scores.softmax(-1)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(q k^T * scale (+ mask)) v for q [..., T, D], k [..., S, D], v [..., S, Dv], as
+    torch.nn.functional.scaled_dot_product_attention; scale None is 1/sqrt(D).
+
+    Without attn_mask and dropout (and, for is_causal, with T == S) this is one call of
+    mt_scaled_dot_product_attention(_scaled); otherwise it is composed of recorded ops
+    (matmul, masked_fill, softmax, dropout). attn_mask is a uint8 mask (nonzero: the query
+    may attend to the key) or a float mask added to the scores; is_causal masks key j for
+    query i when j > i (torch's top-left alignment). dropout_p applies whenever it is > 0,
+    as in torch."""
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention(enable_gqa=True) is not available")
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError("dropout probability has to be between 0 and 1, but got %s" % dropout_p)
+    T, S = query.shape[-2], key.shape[-2]
+    if attn_mask is None and dropout_p == 0 and (not is_causal or T == S) and (scale is None or scale > 0):
+        if scale is None:
+            return _new(lib.mt_scaled_dot_product_attention, query, key, value, 1 if is_causal else 0)
+        return _new(lib.mt_scaled_dot_product_attention_scaled, query, key, value, 1 if is_causal else 0,
+                    float(scale))
+    s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    w = _attention_weights(query, key, attn_mask, is_causal, s)
+    if dropout_p > 0:
+        w = dropout(w, dropout_p, True)
+    return w @ value
