@@ -19,6 +19,7 @@
 
 #include "backend/cuda/classify.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/multi_tensor.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 
 namespace mt {
@@ -132,31 +133,15 @@ void adam_step(Context &c, const AdamArgs &a) {
                          (A)(1.0 - a.beta2), (A)a.eps,          (A)a.weight_decay,
                          (A)(1.0 - a.lr * a.weight_decay),      (A)bc1,     (A)bc2,
                          a.decoupled};
-    AdamTable tab{};
-    int64_t blocks = 0;
-    auto flush = [&]() {
-      if (tab.count == 0) return;
-      MT_CHECK(blocks < (int64_t(1) << 31), INVALID_ARGUMENT, "cuda adam_step: %lld blocks in one launch",
-               (long long)blocks);
-      adam_kernel<T><<<(unsigned)blocks, kThreads, 0, c.stream>>>(tab, h);
-      MT_CUDA_CHECK_LAUNCH("adam_step");
-      tab = AdamTable{};
-      blocks = 0;
-    };
-    for (int64_t i = 0; i < a.count; ++i) {
-      const int64_t n = a.numel[i];
-      if (n == 0) continue;
-      const int t = tab.count++;
-      tab.p[t] = a.params[i];
-      tab.g[t] = a.grads[i];
-      tab.m[t] = a.m[i];
-      tab.v[t] = a.v[i];
-      tab.n[t] = n;
-      tab.block_start[t] = blocks;
-      blocks += (n + kChunk - 1) / kChunk;
-      if (tab.count == kMaxTensors) flush();
-    }
-    flush();
+    for_each_table<AdamTable, kMaxTensors>(
+        "adam_step", a.count, a.numel, kChunk,
+        [&](AdamTable &tab, int t, int64_t i) {
+          tab.p[t] = a.params[i];
+          tab.g[t] = a.grads[i];
+          tab.m[t] = a.m[i];
+          tab.v[t] = a.v[i];
+        },
+        [&](const AdamTable &tab, unsigned blocks) { adam_kernel<T><<<blocks, kThreads, 0, c.stream>>>(tab, h); });
   });
 }
 

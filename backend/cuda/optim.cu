@@ -14,6 +14,7 @@
 // one kChunk-element chunk of one tensor and finds its tensor by binary search in the
 // table's prefix sums of blocks.
 #include "backend/cuda/context.h"
+#include "backend/cuda/multi_tensor.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
 
@@ -129,30 +130,14 @@ void launch_sgd_step(const SgdArgs &a) {
     using T = typename decltype(tag)::type;
     using A = Compute<T>;
     const SgdHyper<A> h{(A)a.lr, (A)a.momentum, (A)a.weight_decay, a.nesterov, a.first_step};
-    SgdTable tab{};
-    int64_t blocks = 0;
-    auto flush = [&]() {
-      if (tab.count == 0) return;
-      MT_CHECK(blocks < (int64_t(1) << 31), INVALID_ARGUMENT, "cuda sgd_step: %lld blocks in one launch",
-               (long long)blocks);
-      sgd_kernel<T><<<(unsigned)blocks, kThreads, 0, c.stream>>>(tab, h);
-      MT_CUDA_CHECK_LAUNCH("sgd_step");
-      tab = SgdTable{};
-      blocks = 0;
-    };
-    for (int64_t i = 0; i < a.count; ++i) {
-      const int64_t n = a.numel[i];
-      if (n == 0) continue;
-      const int t = tab.count++;
-      tab.p[t] = a.params[i];
-      tab.g[t] = a.grads[i];
-      tab.v[t] = mom ? a.velocity[i] : nullptr;
-      tab.n[t] = n;
-      tab.block_start[t] = blocks;
-      blocks += (n + kChunk - 1) / kChunk;
-      if (tab.count == kMaxTensors) flush();
-    }
-    flush();
+    for_each_table<SgdTable, kMaxTensors>(
+        "sgd_step", a.count, a.numel, kChunk,
+        [&](SgdTable &tab, int t, int64_t i) {
+          tab.p[t] = a.params[i];
+          tab.g[t] = a.grads[i];
+          tab.v[t] = mom ? a.velocity[i] : nullptr;
+        },
+        [&](const SgdTable &tab, unsigned blocks) { sgd_kernel<T><<<blocks, kThreads, 0, c.stream>>>(tab, h); });
   });
 }
 

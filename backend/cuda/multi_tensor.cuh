@@ -1,0 +1,49 @@
+// multi_tensor.cuh - packing many tensors into one launch (the fused optimizers).
+//
+// A Table (a __grid_constant__ kernel parameter, so no host buffer, no copy, and it is
+// captured by value into a CUDA graph) holds up to kMaxTensors tensors: per slot the
+// buffers the update needs, the element count n[t] and block_start[t], the first block
+// of tensor t. Each block owns one chunk of `chunk` elements of one tensor and finds its
+// tensor by binary search over block_start.
+//
+// defines: for_each_table
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/context.h"
+
+namespace mt {
+namespace cuda {
+
+// Walks tensors 0..count-1 (skipping empty ones), letting fill(tab, slot, i) put tensor i's
+// buffers into slot `slot`, and calls launch(tab, blocks) whenever a table is full and once
+// at the end. Table needs n[], block_start[] and count, and kMaxTensors slots.
+template <class Table, int kMaxTensors, class Fill, class Launch>
+void for_each_table(const char *op, int64_t count, const int64_t *numel, int64_t chunk, Fill fill, Launch launch) {
+  Table tab{};
+  int64_t blocks = 0;
+  auto flush = [&]() {
+    if (tab.count == 0) return;
+    MT_CHECK(blocks < (int64_t(1) << 31), INVALID_ARGUMENT, "cuda %s: %lld blocks in one launch", op,
+             (long long)blocks);
+    launch(tab, (unsigned)blocks);
+    MT_CUDA_CHECK_LAUNCH(op);
+    tab = Table{};
+    blocks = 0;
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t n = numel[i];
+    if (n == 0) continue;
+    const int t = tab.count++;
+    fill(tab, t, i);
+    tab.n[t] = n;
+    tab.block_start[t] = blocks;
+    blocks += (n + chunk - 1) / chunk;
+    if (tab.count == kMaxTensors) flush();
+  }
+  flush();
+}
+
+}  // namespace cuda
+}  // namespace mt
