@@ -199,6 +199,10 @@ MT_API mt_status mt_add(mt_tensor **out, mt_tensor *a, mt_tensor *b);
 MT_API mt_status mt_sub(mt_tensor **out, mt_tensor *a, mt_tensor *b);
 MT_API mt_status mt_mul(mt_tensor **out, mt_tensor *a, mt_tensor *b);
 MT_API mt_status mt_div(mt_tensor **out, mt_tensor *a, mt_tensor *b);
+/* Lets float32 matmuls on CUDA use TF32 tensor cores (1) or not (0, the default, full
+ * float32 as torch.backends.cuda.matmul.allow_tf32 = False); process-wide; returns the
+ * previous setting. The CPU always computes in full precision. */
+MT_API int64_t mt_set_allow_tf32(int64_t allow);
 /* [m,k]@[k,n], batched [b,m,k]@[b,k,n], and [b,m,k]@[k,n] (b broadcast). */
 MT_API mt_status mt_matmul(mt_tensor **out, mt_tensor *a, mt_tensor *b);
 /* x [..., in] @ weight[out,in]^T + bias[out] (bias may be NULL), as torch.nn.functional.linear. */

@@ -5,6 +5,7 @@
 //           reductions | matmul, linear | shape ops | device and dtype
 #include "ops.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -16,7 +17,10 @@ namespace mt {
 // ---------------------------------------------------------------- tape state
 namespace {
 thread_local bool t_grad_enabled = true;
+std::atomic<bool> g_allow_tf32{false};
 }
+
+bool set_allow_tf32(bool on) { return g_allow_tf32.exchange(on); }
 // The tape lives in tape.cpp; recording goes through these hooks.
 void tape_push(Node &&node);
 std::vector<Ref> &last_node_saved();
@@ -262,6 +266,7 @@ void gemm(const Ref &out, const Ref &a, bool ta, const Ref &b, bool tb, int64_t 
   g.stride_b = sb;
   g.stride_c = m * n;
   g.dtype = a->dtype;
+  g.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
   if (batch * m * n == 0) return;
   if (k == 0) {  // an empty sum: zeros
     out->backend().fill(out->data(), batch * m * n, out->dtype, 0.0);

@@ -40,6 +40,9 @@ struct Node {
   std::vector<Ref> saved;     // what the forward kept for the backward (row statistics, indices)
 };
 
+// Whether float32 matmuls may use TF32 (process-wide, off by default).
+bool set_allow_tf32(bool on);  // returns the previous setting
+
 // Grad mode and the tape are per thread.
 bool grad_enabled();
 bool set_grad_enabled(bool on);  // returns the previous mode

@@ -226,6 +226,69 @@ def bench_matmul(ctx):
                 work_flops=2.0 * n ** 3, note=note)]
 
 
+def _matmul_variant(ctx, label, mt_dtype, torch_dtype, tf32, tol):
+    """4096³ matmul in a reduced precision: TF32 (float32 tensors, mt_set_allow_tf32) or
+    bf16 tensors (float32 accumulation in both engines); checked against PyTorch in the same
+    mode on 256³ first, with the tolerance of that precision."""
+    torch = ctx.torch
+    if ctx.dry or torch is None or not ctx.torch_cuda:
+        raise Skip("needs a GPU and PyTorch")
+    n = ctx.matmul_n
+    prev = U.LIB.mt_set_allow_tf32(1 if tf32 else 0)
+    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    try:
+        def mt_pair(shape, seeds):
+            out = []
+            for s_ in seeds:
+                x = mt_randn(ctx, shape, s_)
+                if mt_dtype != F32:
+                    y = U.call("mt_tensor_cast", x, mt_dtype)
+                    U.release(x)
+                    x = y
+                out.append(x)
+            return out
+        # correctness: same values in both engines (cast back to f32 to read them)
+        a, b = mt_pair((256, 256), (130, 131))
+        c = U.call("mt_matmul", a, b)
+        def host(h):
+            f = U.call("mt_tensor_cast", h, F32) if mt_dtype != F32 else h
+            v = mt_host(f)
+            if f != h:
+                U.release(f)
+            return v
+        got, ha, hb = host(c), host(a), host(b)
+        release_each([a, b, c])
+        ta = torch_from_host(ctx, ha, (256, 256)).to(torch_dtype)
+        tb = torch_from_host(ctx, hb, (256, 256)).to(torch_dtype)
+        want = torch.matmul(ta, tb).float().cpu().reshape(-1).tolist()
+        e = rel_err(list(got), want)
+        if not e < tol:
+            raise RuntimeError("%s disagrees with PyTorch: relative error %.3g >= %g" % (label, e, tol))
+        a, b = mt_pair((n, n), (132, 133))
+        iters = max(2, ctx.iters // 2)
+        try:
+            mt_ms = ctx.timer.mt(lambda: U.release(U.call("mt_matmul", a, b)), iters, ctx.reps)
+        finally:
+            release_each([a, b])
+        ta = torch.randn(n, n, device=ctx.tdev).to(torch_dtype)
+        tb = torch.randn(n, n, device=ctx.tdev).to(torch_dtype)
+        t_ms = ctx.timer.torch_time(lambda: torch.matmul(ta, tb), iters, ctx.reps)
+        del ta, tb
+    finally:
+        U.LIB.mt_set_allow_tf32(prev)
+        torch.backends.cuda.matmul.allow_tf32 = False
+    return Row(label, "%d³" % n, mt_ms, t_ms, work_flops=2.0 * n ** 3, note="matches torch (rel err %.1e)" % e)
+
+
+def bench_matmul_reduced(ctx):
+    need("mt_matmul", "mt_set_allow_tf32", "mt_tensor_cast")
+    if ctx.torch is None:
+        raise Skip("needs PyTorch")
+    return [_matmul_variant(ctx, "matmul TF32 (mt_set_allow_tf32(1) vs allow_tf32=True)", F32, ctx.torch.float32, True, 3e-3),
+            _matmul_variant(ctx, "matmul bf16, f32 accumulate (mt_matmul on MT_BF16)", U.MT_BF16, ctx.torch.bfloat16,
+                            False, 1e-2)]
+
+
 # ------------------------------------------------------------------ host path of a tiny op
 def bench_small_op(ctx):
     need("mt_add")
@@ -470,6 +533,7 @@ WORKLOADS = [
     ("elementwise", bench_elementwise),
     ("reductions", bench_reductions),
     ("matmul", bench_matmul),
+    ("matmul-tf32-bf16", bench_matmul_reduced),
     ("small-op", bench_small_op),
     ("xor", bench_xor),
     ("xor-graph", bench_xor_graph),
@@ -480,7 +544,6 @@ WORKLOADS = [
 PENDING = [
     ("GELU 64M", "mt_gelu"),
     ("layernorm forward+backward, same shapes", "mt_layer_norm"),
-    ("TF32 / bf16 matmul 4096", "mt_set_allow_tf32"),
     ("roadmap CNN trainings", "mt_conv2d"),
     ("char-GPT trainings", "mt_scaled_dot_product_attention"),
 ]

@@ -50,6 +50,12 @@ def live_bytes(device="cpu"):
     return _lib.lib.mt_live_bytes(_dtype.as_device(device).code)
 
 
+def set_allow_tf32(allow):
+    """Lets float32 matmuls on CUDA use TF32 (off by default, as torch's
+    backends.cuda.matmul.allow_tf32); returns the previous setting."""
+    return bool(_lib.lib.mt_set_allow_tf32(1 if allow else 0))
+
+
 def library_path():
     """The path of the loaded libminitorch.so."""
     return _lib.lib.path
