@@ -100,8 +100,14 @@ Ref from_host(const void *data, const Shape &shape, DType dtype, Device device) 
 Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device device) {
   MT_CHECK(dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 || dtype == DType::BF16, DTYPE,
            "random tensors must be floating, got %s", dtype_name(dtype));
-  // Drawn on the host from the counter-based stream (identical on every device),
-  // then converted and copied; initialisation is not a hot path.
+  // Uniform float32/float64 draws are made where the tensor lives (no copy, no sync, so
+  // dropout can be recorded into a graph); the rest are drawn on the host and copied.
+  // Both follow the counter-based stream, so every device gets the same values.
+  if (!normal && (dtype == DType::F32 || dtype == DType::F64)) {
+    Ref t = empty(shape, dtype, device);
+    if (t->numel()) t->backend().fill_uniform(t->data(), t->numel(), dtype, seed);
+    return t;
+  }
   int64_t n = shape_numel(shape);
   std::vector<double> vals((size_t)n);
   bool dp = dtype == DType::F64;

@@ -159,6 +159,9 @@ class Backend {
   // Converts n elements between any two dtypes (floats to ints truncate toward zero).
   virtual void cast(void *out, DType out_dtype, const void *x, DType x_dtype, int64_t n) = 0;
   virtual void sgd_step(const SgdArgs &args) = 0;
+  // out[i] = philox_uniform_at(seed, i, dtype == F64) (backend/philox.h) for n elements of
+  // F32 or F64: the same bits on every device.
+  virtual void fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed) = 0;
 
   // ---- classification family. Defaults report MT_ERR_UNSUPPORTED so that a
   // backend can grow them one by one.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/philox.h"
 #include "classify.h"
 #include "compare.h"
 
@@ -363,6 +364,14 @@ class CpuBackend final : public Backend {
       return;
     }
     for (int64_t i = 0; i < n; i++) store_from_double(out, od, i, load_as_double(x, xd, i));
+  }
+  void fill_uniform(void *out, int64_t n, DType d, uint64_t seed) override {
+    require_float(d, "uniform fill");
+    for (int64_t i = 0; i < n; i++) {
+      double u = philox_uniform_at(seed, i, d == DType::F64);
+      if (d == DType::F32) ((float *)out)[i] = (float)u;
+      else ((double *)out)[i] = u;
+    }
   }
   void sgd_step(const SgdArgs &g) override {
     require_float(g.dtype, "sgd");

@@ -90,6 +90,9 @@ class CudaBackend final : public Backend {
     cuda::launch_cast(out, out_dtype, x, x_dtype, n);
   }
   void sgd_step(const SgdArgs &args) override { cuda::launch_sgd_step(args); }
+  void fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed) override {
+    cuda::launch_fill_uniform(out, n, dtype, seed);
+  }
 
   // ---- classification family, gathers and blocks (classify.cu, softmax.cu, adam.cu)
   void softmax(void *y, const void *x, int64_t rows, int64_t cols, DType d, bool log) override {

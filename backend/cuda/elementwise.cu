@@ -19,6 +19,7 @@
 #include <climits>
 
 #include "backend/cuda/context.h"
+#include "backend/philox.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
 
@@ -302,6 +303,31 @@ const char *binary_name(Binary op) {
 }  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------
+
+// out[i] = element i of the seeded uniform stream (philox.h): one counter block per
+// element, so every thread draws independently and the bits equal the CPU's.
+template <class T>
+__global__ void __launch_bounds__(kThreads) fill_uniform_kernel(T *out, int64_t n, uint64_t seed) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = (T)philox_uniform_at(seed, i, sizeof(T) == 8);
+}
+
+void launch_fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed) {
+  NvtxRange range("fill_uniform");
+  MT_CHECK(dtype == DType::F32 || dtype == DType::F64, DTYPE, "cuda fill_uniform: float32 or float64, got %s",
+           dtype_name(dtype));
+  if (n <= 0) return;
+  Context &c = context();
+  if (dtype == DType::F32) {
+    constexpr auto kernel = fill_uniform_kernel<float>;
+    kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>((float *)out, n, seed);
+  } else {
+    constexpr auto kernel = fill_uniform_kernel<double>;
+    kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>((double *)out, n, seed);
+  }
+  MT_CUDA_CHECK_LAUNCH("fill_uniform");
+}
 
 void launch_fill(void *out, int64_t n, DType dtype, double value) {
   NvtxRange range("fill");

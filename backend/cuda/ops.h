@@ -18,6 +18,7 @@ namespace cuda {
 
 // elementwise.cu
 void launch_fill(void *out, int64_t n, DType dtype, double value);
+void launch_fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed);
 void launch_unary(Unary op, void *out, const void *x, int64_t n, DType dtype, double s);
 void launch_binary(Binary op, void *out, const void *a, const void *b, const BroadcastPlan &plan,
                    DType dtype);
