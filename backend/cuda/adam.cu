@@ -27,9 +27,9 @@ namespace cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxTensors = 64;   // per launch
-constexpr int64_t kChunk = 8192;  // elements per block: 32 per thread, a multiple of every pack size
+constexpr int kThreads = kMultiThreads;
+constexpr int kMaxTensors = kMultiMaxTensors;
+constexpr int64_t kChunk = kMultiChunk;
 
 struct AdamTable {
   void *p[kMaxTensors];
@@ -61,12 +61,7 @@ __device__ __forceinline__ void adam_update(A &p, A g, A &m, A &v, const AdamHyp
 template <class T>
 __global__ void __launch_bounds__(kThreads) adam_kernel(const __grid_constant__ AdamTable tab, AdamHyper<Compute<T>> h) {
   using A = Compute<T>;
-  int lo = 0, hi = tab.count - 1;  // last t with block_start[t] <= blockIdx.x
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (tab.block_start[mid] <= (int64_t)blockIdx.x) lo = mid; else hi = mid - 1;
-  }
-  const int t = lo;
+  const int t = table_tensor_of_block(tab);
   T *p = static_cast<T *>(tab.p[t]);
   const T *g = static_cast<const T *>(tab.g[t]);
   T *m = static_cast<T *>(tab.m[t]);

@@ -6,7 +6,7 @@
 // of tensor t. Each block owns one chunk of `chunk` elements of one tensor and finds its
 // tensor by binary search over block_start.
 //
-// defines: for_each_table
+// defines: kMultiThreads, kMultiMaxTensors, kMultiChunk, table_tensor_of_block, for_each_table
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,21 @@
 
 namespace mt {
 namespace cuda {
+
+constexpr int kMultiThreads = 256;
+constexpr int kMultiMaxTensors = 64;     // tensors per launch (the table stays under 4 KB)
+constexpr int64_t kMultiChunk = 8192;    // elements per block: 32 per thread, a multiple of every pack size
+
+// The tensor that this block updates: the last t with block_start[t] <= blockIdx.x.
+template <class Table>
+__device__ __forceinline__ int table_tensor_of_block(const Table &tab) {
+  int lo = 0, hi = tab.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (tab.block_start[mid] <= (int64_t)blockIdx.x) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
 
 // Walks tensors 0..count-1 (skipping empty ones), letting fill(tab, slot, i) put tensor i's
 // buffers into slot `slot`, and calls launch(tab, blocks) whenever a table is full and once

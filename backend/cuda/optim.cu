@@ -23,9 +23,9 @@ namespace cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxTensors = 64;     // per launch
-constexpr int64_t kChunk = 8192;    // elements per block: 32 per thread, a multiple of every pack size
+constexpr int kThreads = kMultiThreads;
+constexpr int kMaxTensors = kMultiMaxTensors;
+constexpr int64_t kChunk = kMultiChunk;
 
 struct SgdTable {
   void *p[kMaxTensors];
@@ -59,12 +59,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) sgd_kernel(const __grid_constant__ SgdTable tab,
                                                        SgdHyper<Compute<T>> h) {
   using A = Compute<T>;
-  int lo = 0, hi = tab.count - 1;  // last t with block_start[t] <= blockIdx.x
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (tab.block_start[mid] <= (int64_t)blockIdx.x) lo = mid; else hi = mid - 1;
-  }
-  const int t = lo;
+  const int t = table_tensor_of_block(tab);
   T *p = static_cast<T *>(tab.p[t]);
   const T *g = static_cast<const T *>(tab.g[t]);
   T *v = static_cast<T *>(tab.v[t]);
