@@ -330,6 +330,38 @@ MT_API mt_status mt_masked_fill(mt_tensor **out, mt_tensor *x, mt_tensor *mask, 
 /* Concatenates n tensors (borrowed) along dim; every other dim must agree. */
 MT_API mt_status mt_cat(mt_tensor **out, mt_tensor *const *tensors, int64_t n, int64_t dim);
 
+/* ------------------------------------------------------ convolutional networks
+ * Inputs are NCHW. Output sizes round down as PyTorch's:
+ *   (H + 2*padding - dilation*(kernel-1) - 1) / stride + 1.
+ * A shape mismatch (input not 4-D, channels of x and w differ, bias not [K]) is
+ * MT_ERR_SHAPE; a zero or negative stride, kernel or dilation (or a negative padding)
+ * is MT_ERR_INVALID_ARGUMENT. */
+/* out [N,K,Ho,Wo] = x [N,C,H,W] (*) w [K,C,R,S] + bias [K] (bias may be NULL). */
+MT_API mt_status mt_conv2d(mt_tensor **out, mt_tensor *x, mt_tensor *w, mt_tensor *bias, int64_t stride,
+                           int64_t padding);
+/* The same with per-axis stride, padding and dilation. */
+MT_API mt_status mt_conv2d_ex(mt_tensor **out, mt_tensor *x, mt_tensor *w, mt_tensor *bias, int64_t stride_h,
+                              int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
+                              int64_t dilation_w);
+/* Which convolution path CUDA uses: 0 the faster for the shape (default), 1 im2col + GEMM,
+ * 2 cuDNN (MT_ERR_UNSUPPORTED in a build without cuDNN). Process-wide; returns the status
+ * and writes the previous choice to *previous when it is not NULL. */
+MT_API mt_status mt_set_conv_algo(int64_t algo, int64_t *previous);
+/* Max over kernel x kernel windows (no padding); windows may overlap. The backward routes
+ * the gradient through the saved argmax indices. */
+MT_API mt_status mt_max_pool2d(mt_tensor **out, mt_tensor *x, int64_t kernel, int64_t stride);
+/* Mean over kernel x kernel windows (no padding). */
+MT_API mt_status mt_avg_pool2d(mt_tensor **out, mt_tensor *x, int64_t kernel, int64_t stride);
+/* BatchNorm over the channels of x [N,C,H,W] (or [N,C]): gamma, beta [C] (may be NULL).
+ * training != 0: normalizes with the batch statistics (biased variance) and, when
+ * running_mean / running_var [C] are given, updates them in place as PyTorch does
+ * (momentum weights the new value; the running variance is unbiased). training == 0:
+ * normalizes with running_mean / running_var, which are then required. */
+MT_API mt_status mt_batch_norm(mt_tensor **out, mt_tensor *x, mt_tensor *gamma, mt_tensor *beta,
+                               mt_tensor *running_mean, mt_tensor *running_var, int64_t training,
+                               double momentum, double eps);
+/* ---------------------------------------------------------- end convolutional networks */
+
 /* ------------------------------------------------------------ initialization */
 /* In place, not recorded; the same seed gives bit-identical values on every device.
  * fan_in / fan_out are those of torch.nn.init for a weight of shape [out, in, ...]. */

@@ -250,6 +250,19 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       }
       break;
     }
+    case Op::CONV2D:
+    case Op::MAX_POOL2D:
+    case Op::AVG_POOL2D:
+    case Op::BATCH_NORM:
+      backward_cnn(node, g, grads);
+      break;
+    case Op::LAYER_NORM:
+    case Op::GELU:
+      backward_fused(node, g, grads);
+      break;
+    case Op::FLASH_ATTENTION:
+      backward_attention(node, g, grads);
+      break;
     case Op::COUNT:
       fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");
   }

@@ -19,7 +19,10 @@ namespace mt {
   X(MSE_LOSS) X(RESHAPE) X(PERMUTE) X(TO_DEVICE) X(CAST) X(CLONE) X(SOFTMAX) X(LOG_SOFTMAX)          \
   X(CROSS_ENTROPY) X(NLL_LOSS) X(MAX_DIM) X(INDEX_SELECT) X(SLICE) X(CAT)                                \
   /* comparisons and selection (ops_compare.cpp) */ X(WHERE) X(MAXIMUM) X(MINIMUM) X(SQRT) X(ABS)    \
-  X(POW) X(CLAMP)
+  X(POW) X(CLAMP)                                                                                  \
+  /* convolutional networks (ops_cnn.cpp) */ X(CONV2D) X(MAX_POOL2D) X(AVG_POOL2D) X(BATCH_NORM)   \
+  /* fused transformer kernels (ops_fused.cpp) */ X(LAYER_NORM) X(GELU)                              \
+  /* FlashAttention (ops_attention.cpp) */ X(FLASH_ATTENTION)
 
 enum class Op : int32_t {
 #define MT_X(name) name,
@@ -59,6 +62,10 @@ void backward(const Ref &loss);
 // Computes the gradients of node's inputs from g, the gradient of its output.
 // grads[i] is left null for inputs that need none. Defined in backward.cpp.
 void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads);
+// The rules of the op families that live in their own files, called by backward_rule.
+void backward_cnn(const Node &node, const Ref &g, std::vector<Ref> &grads);        // ops_cnn.cpp
+void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads);      // ops_fused.cpp
+void backward_attention(const Node &node, const Ref &g, std::vector<Ref> &grads);  // ops_attention.cpp
 
 namespace ops {
 

@@ -243,6 +243,15 @@ class Backend {
   // Waits for every piece of work queued on the device, by this library or any other, on
   // any stream (memory imported through DLPack). The default is synchronize().
   virtual void synchronize_device() { synchronize(); }
+
+  // ---- convolutional networks (backend/cpu/cnn.cpp, backend/cuda/cnn.cu); defaults in common.cpp
+  // ---- end convolutional networks
+
+  // ---- fused transformer kernels (backend/cpu/fused.cpp, backend/cuda/fused.cu); defaults in common.cpp
+  // ---- end fused transformer kernels
+
+  // ---- FlashAttention (backend/cuda/attention/); defaults in common.cpp
+  // ---- end FlashAttention
 };
 
 // The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or

@@ -143,4 +143,13 @@ void Backend::pow(void *, const void *, const void *, const BroadcastPlan &, DTy
   fail(Code::UNSUPPORTED, "pow of two tensors is not implemented on the %s backend", device_name_short(device()));
 }
 
+// ---- convolutional networks: defaults
+// ---- end convolutional networks
+
+// ---- fused transformer kernels: defaults
+// ---- end fused transformer kernels
+
+// ---- FlashAttention: defaults
+// ---- end FlashAttention
+
 }  // namespace mt

@@ -453,6 +453,12 @@ class CpuBackend final : public Backend {
   }
   // ---- end comparisons and selection
 
+  // ---- convolutional networks (cnn.cpp)
+  // ---- end convolutional networks
+
+  // ---- fused transformer kernels (fused.cpp)
+  // ---- end fused transformer kernels
+
  private:
   mutable std::mutex mu_;
   std::unordered_map<void *, int64_t> sizes_;

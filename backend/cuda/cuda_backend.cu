@@ -162,6 +162,15 @@ class CudaBackend final : public Backend {
   }
   // ---- end comparisons and selection
 
+  // ---- convolutional networks (cnn.cu, cudnn.cu)
+  // ---- end convolutional networks
+
+  // ---- fused transformer kernels (fused.cu)
+  // ---- end fused transformer kernels
+
+  // ---- FlashAttention (attention/)
+  // ---- end FlashAttention
+
  private:
   static void check_copy(const char *what, const void *dst, const void *src, int64_t nbytes) {
     MT_CHECK(nbytes >= 0, INVALID_ARGUMENT, "cuda %s: negative byte count %lld", what, (long long)nbytes);

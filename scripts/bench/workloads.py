@@ -549,13 +549,24 @@ PENDING = [
 ]
 
 
-def _add_classification():
-    # The classification rows live in their own module; appended here so run.py sees one list.
-    import workloads_classify as C
-    WORKLOADS.extend(C.WORKLOADS)
+# The rows of each family live in their own module (workloads_<family>.py), appended here in
+# this order so run.py sees one list; a module that is not there yet is left out.
+FAMILIES = ["classify", "transformer", "cnn", "gpt", "attention"]
 
 
-_add_classification()
+def _add_families():
+    import importlib
+    for fam in FAMILIES:
+        try:
+            mod = importlib.import_module("workloads_" + fam)
+        except ModuleNotFoundError as e:
+            if e.name != "workloads_" + fam:
+                raise
+            continue
+        WORKLOADS.extend(mod.WORKLOADS)
+
+
+_add_families()
 
 
 def pending_lines(lib):
