@@ -10,7 +10,7 @@
 #   make install PREFIX=/usr/local
 #
 # Settings: CUDA=0|1, NVCC=path, CUDA_HOME=path, CUDA_ARCH (gencode flags),
-# CUDNN_PATH=dir with include/ and lib/ (optional), DEBUG=1.
+# CUDNN_PATH=dir with include/ and lib/ (optional; found automatically when unset), DEBUG=1.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -61,6 +61,13 @@ ifeq ($(CUDA),1)
   NVCCFLAGS += -DMT_HAVE_CUDA
   LIB_SRCS += $(wildcard backend/cuda/*.cpp)
   LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart
+  # cuDNN when CUDNN_PATH is not given: torch's wheel, else a system cudnn.h (CUDNN_PATH=
+  # on the command line turns it off).
+  ifeq ($(origin CUDNN_PATH), undefined)
+    CUDNN_PATH := $(patsubst %/include/cudnn.h,%,$(firstword $(wildcard \
+      /opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/include/cudnn.h \
+      /usr/include/cudnn.h $(CUDA_HOME)/include/cudnn.h)))
+  endif
   ifneq ($(CUDNN_PATH),)
     CPPFLAGS += -DMT_HAVE_CUDNN -isystem $(CUDNN_PATH)/include
     NVCCFLAGS += -DMT_HAVE_CUDNN -I$(CUDNN_PATH)/include
@@ -121,6 +128,9 @@ $(OBJ)/%.o: %.cpp
 $(OBJ)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# The sources that test MT_HAVE_CUDNN follow the configuration (cuDNN found or not).
+$(OBJ)/backend/cuda/cudnn.o $(OBJ)/autograd/ops_cnn.o: $(BUILD)/config
 
 # Compiles every CUDA source even in a CPU-only configuration (CI has nvcc, no GPU).
 compile-cuda:
@@ -186,11 +196,12 @@ bench:
 	@$(MAKE) --no-print-directory all CUDA=1
 	MINITORCH_LIB=$(abspath $(LIB)) $(PYTHON) scripts/bench/run.py
 
-# The flagship demo: the MNIST MLP (10 epochs on a GPU, one on the CPU), after fetching
-# MNIST when it is missing.
+# The flagship demo: the roadmap CNN on MNIST (frontends/c/mnist_cnn.c: 10 epochs on a GPU;
+# on the CPU one epoch on the first 10000 training images), after fetching MNIST when it is
+# missing.
 run: all
 	scripts/fetch_data.sh mnist
-	$(BUILD)/mnist_mlp
+	$(BUILD)/mnist_cnn
 
 # ---- install ----------------------------------------------------------------
 install: lib

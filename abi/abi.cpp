@@ -587,8 +587,8 @@ std::unordered_set<const mt_graph *> &live_graphs() {
 thread_local int t_capture_device = -1;  // the device this thread is recording on, or -1
 }  // namespace
 
-MT_API mt_status mt_graph_begin(mt_device device) {
-  return guard("mt_graph_begin", [&] {
+static mt_status graph_begin(const char *fn, mt_device device) {
+  return guard(fn, [&] {
     Device d = device_arg(device);
     MT_CHECK(t_capture_device < 0, STATE, "a graph is already being recorded on this thread");
     backend_for(d).graph_begin();
@@ -596,10 +596,10 @@ MT_API mt_status mt_graph_begin(mt_device device) {
   });
 }
 
-MT_API mt_status mt_graph_end(mt_graph **out) {
+static mt_status graph_end(const char *fn, mt_graph **out) {
   if (out) *out = nullptr;
-  return guard("mt_graph_end", [&] {
-    MT_CHECK(t_capture_device >= 0, STATE, "no graph is being recorded on this thread (call mt_graph_begin first)");
+  return guard(fn, [&] {
+    MT_CHECK(t_capture_device >= 0, STATE, "no graph is being recorded on this thread (begin one first)");
     Device d = (Device)t_capture_device;
     t_capture_device = -1;  // the recording ends here even if instantiation fails
     void *exec = backend_for(d).graph_end();
@@ -629,8 +629,8 @@ MT_API mt_status mt_graph_replay(mt_graph *g) {
   });
 }
 
-MT_API mt_status mt_graph_free(mt_graph *g) {
-  return guard("mt_graph_free", [&] {
+static mt_status graph_free(const char *fn, mt_graph *g) {
+  return guard(fn, [&] {
     if (!g) return;
     mt_graph *gr = graph_arg(g);
     {
@@ -641,6 +641,13 @@ MT_API mt_status mt_graph_free(mt_graph *g) {
     delete gr;
   });
 }
+
+MT_API mt_status mt_graph_begin(mt_device device) { return graph_begin("mt_graph_begin", device); }
+MT_API mt_status mt_graph_end(mt_graph **out) { return graph_end("mt_graph_end", out); }
+MT_API mt_status mt_graph_free(mt_graph *g) { return graph_free("mt_graph_free", g); }
+MT_API mt_status mt_graph_capture_begin(void) { return graph_begin("mt_graph_capture_begin", MT_CUDA); }
+MT_API mt_status mt_graph_capture_end(mt_graph **out) { return graph_end("mt_graph_capture_end", out); }
+MT_API mt_status mt_graph_release(mt_graph *g) { return graph_free("mt_graph_release", g); }
 
 // ---------------------------------------------------------------- optimizers
 static std::vector<Ref> params_arg(mt_tensor *const *params, int64_t n) {

@@ -345,7 +345,10 @@ MT_API mt_status mt_conv2d_ex(mt_tensor **out, mt_tensor *x, mt_tensor *w, mt_te
                               int64_t dilation_w);
 /* Which convolution path CUDA uses: 0 the faster for the shape (default), 1 im2col + GEMM,
  * 2 cuDNN (MT_ERR_UNSUPPORTED in a build without cuDNN). Process-wide; returns the status
- * and writes the previous choice to *previous when it is not NULL. */
+ * and writes the previous choice to *previous when it is not NULL. cuDNN takes float32:
+ * float64 convolutions use im2col whatever the choice. 0 times both paths once per new
+ * shape and direction (this synchronizes; a shape first seen while a graph is being
+ * recorded takes im2col). Float32 convolutions never use TF32. */
 MT_API mt_status mt_set_conv_algo(int64_t algo, int64_t *previous);
 /* Max over kernel x kernel windows (no padding); windows may overlap. The backward routes
  * the gradient through the saved argmax indices. */
@@ -423,6 +426,10 @@ MT_API mt_status mt_graph_begin(mt_device device);
 MT_API mt_status mt_graph_end(mt_graph **out);
 MT_API mt_status mt_graph_replay(mt_graph *g);
 MT_API mt_status mt_graph_free(mt_graph *g);                             /* NULL: no-op */
+/* The same four calls under their capture names; mt_graph_capture_begin records on CUDA. */
+MT_API mt_status mt_graph_capture_begin(void);
+MT_API mt_status mt_graph_capture_end(mt_graph **out);
+MT_API mt_status mt_graph_release(mt_graph *g);                          /* NULL: no-op */
 
 /* ------------------------------------------------------------ optimizers */
 

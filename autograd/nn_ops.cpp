@@ -1,25 +1,37 @@
-// nn_ops.cpp - the compositions of nn_ops.h.
+// nn_ops.cpp - the compositions of nn_ops.h (the fused gelu, layer_norm and causal_mask are in ops_fused.cpp).
 #include "nn_ops.h"
+#include "ops_attention.h"
 
 #include <cmath>
 
 namespace mt {
 namespace ops {
 
-Ref gelu(const Ref &x) {
+Ref gelu_composed(const Ref &x) {
   const double k = std::sqrt(2.0 / M_PI);
   Ref inner = mul_scalar(add(x, mul_scalar(pow_scalar(x, 3.0), 0.044715)), k);
   return mul(mul_scalar(x, 0.5), add_scalar(tanh(inner), 1.0));
 }
 
-Ref layer_norm(const Ref &x, const Ref &gamma, const Ref &beta, double eps) {
+void check_layer_norm_args(const Ref &x, const Ref &gamma, const Ref &beta, double eps) {
   MT_CHECK(x->ndim() >= 1, SHAPE, "x must have at least 1 dim, got %s", shape_str(x->shape).c_str());
+  MT_CHECK(dtype_is_float(x->dtype), DTYPE, "x must be a floating tensor, got %s", dtype_name(x->dtype));
   MT_CHECK(eps >= 0, INVALID_ARGUMENT, "eps must be >= 0, got %g", eps);
   const int64_t d = x->shape.back();
-  for (const Ref *p : {&gamma, &beta})
-    if (*p)
-      MT_CHECK((*p)->ndim() == 1 && (*p)->shape[0] == d, SHAPE, "%s must be [%lld], got %s",
-               p == &gamma ? "gamma" : "beta", (long long)d, shape_str((*p)->shape).c_str());
+  for (const Ref *p : {&gamma, &beta}) {
+    if (!*p) continue;
+    const char *name = p == &gamma ? "gamma" : "beta";
+    MT_CHECK((*p)->ndim() == 1 && (*p)->shape[0] == d, SHAPE, "%s must be [%lld], got %s", name, (long long)d,
+             shape_str((*p)->shape).c_str());
+    MT_CHECK((*p)->device == x->device, DEVICE, "tensors on different devices: x is %s, %s is %s",
+             device_name_short(x->device), name, device_name_short((*p)->device));
+    MT_CHECK((*p)->dtype == x->dtype, DTYPE, "dtypes differ: x is %s, %s is %s", dtype_name(x->dtype), name,
+             dtype_name((*p)->dtype));
+  }
+}
+
+Ref layer_norm_composed(const Ref &x, const Ref &gamma, const Ref &beta, double eps) {
+  check_layer_norm_args(x, gamma, beta, eps);
   Ref centered = sub(x, mean_dim(x, -1, true));
   Ref var = mean_dim(mul(centered, centered), -1, true);
   Ref y = mul(centered, pow_scalar(add_scalar(var, eps), -0.5));
@@ -94,6 +106,7 @@ Ref cat(const std::vector<Ref> &xs, int64_t dim) {
 }
 
 Ref scaled_dot_product_attention(const Ref &q, const Ref &k, const Ref &v, bool causal, double scale) {
+  if (flash_attention_applies(q, k, v, causal)) return flash_attention(q, k, v, causal, scale);  // ops_attention.h
   MT_CHECK(q->ndim() >= 2 && k->ndim() == q->ndim() && v->ndim() == q->ndim(), SHAPE,
            "q, k, v must share a rank of at least 2: q is %s, k is %s, v is %s", shape_str(q->shape).c_str(),
            shape_str(k->shape).c_str(), shape_str(v->shape).c_str());
@@ -105,11 +118,7 @@ Ref scaled_dot_product_attention(const Ref &q, const Ref &k, const Ref &v, bool 
   Ref scores = mul_scalar(matmul(q, transpose(k, -1, -2)), s);  // [..., T, S]
   if (causal) {
     // key j is masked for query i when j > i + (S - T): aligned at the end when S != T
-    std::vector<uint8_t> m((size_t)(T * S));
-    for (int64_t i = 0; i < T; i++)
-      for (int64_t j = 0; j < S; j++) m[(size_t)(i * S + j)] = j > i + (S - T) ? 1 : 0;
-    Ref mask = from_host(m.data(), {T, S}, DType::U8, scores->device);
-    scores = masked_fill(scores, mask, -INFINITY);
+    scores = masked_fill(scores, causal_mask(T, S, scores->device), -INFINITY);
   }
   return matmul(softmax(scores, -1), v);
 }

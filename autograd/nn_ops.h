@@ -3,7 +3,7 @@
 // the chain of theirs). A fused kernel may replace one when it is measurably
 // faster; the composition then stays as its test reference.
 //
-// defines: ops::gelu, ops::layer_norm, ops::embedding, ops::dropout, ops::masked_fill,
+// defines: ops::gelu, ops::layer_norm (+ *_composed), ops::causal_mask, ops::embedding, ops::dropout, ops::masked_fill,
 //          ops::cat, ops::scaled_dot_product_attention
 #pragma once
 
@@ -13,10 +13,21 @@ namespace mt {
 namespace ops {
 
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's approximate='tanh'.
+// One fused op (GELU, ops_fused.cpp); gelu_composed is the same function built from
+// recorded primitives, kept as its test reference.
 Ref gelu(const Ref &x);
+Ref gelu_composed(const Ref &x);
 // Over the last dim: (x - mean) / sqrt(var + eps) * gamma + beta, var biased as PyTorch.
-// gamma and beta ([D]) may be null.
+// gamma and beta ([D]) may be null. One fused op (LAYER_NORM, ops_fused.cpp) that saves the
+// row mean and rstd for its backward; layer_norm_composed is its test reference.
 Ref layer_norm(const Ref &x, const Ref &gamma, const Ref &beta, double eps);
+Ref layer_norm_composed(const Ref &x, const Ref &gamma, const Ref &beta, double eps);
+// The checks both layer_norm forms make: x at least 1-D and floating, eps >= 0, gamma and
+// beta (when given) [D] of x's dtype and device.
+void check_layer_norm_args(const Ref &x, const Ref &gamma, const Ref &beta, double eps);
+// [T, S] uint8 on device: 1 where key j is in the future of query i (j > i + S - T), built
+// by a kernel where the tensor lives (no host copy, so it can be recorded into a graph).
+Ref causal_mask(int64_t T, int64_t S, Device device);
 // weight [V, D] rows at int64 indices of any shape: out [..., D]. Repeated indices
 // accumulate in the backward (index_select's deterministic index_add).
 Ref embedding(const Ref &weight, const Ref &indices);

@@ -52,6 +52,8 @@ Optimizer *optimizer_adam(const std::vector<Ref> &params, double lr, double beta
     opt->v.push_back(ops::full(p->shape, 0.0, p->dtype, p->device));
   }
   opt->param_steps.assign(params.size(), 0);
+  for (const Ref &p : params)
+    opt->step_counters.push_back(p->device == Device::CUDA ? ops::full({}, 0.0, DType::I64, p->device) : Ref());
   opt->lr = lr;
   opt->beta1 = beta1;
   opt->beta2 = beta2;
@@ -97,13 +99,17 @@ void adam_step(Optimizer &opt) {
     std::vector<void *> p, m, v;
     std::vector<const void *> g;
     std::vector<int64_t> n;
+    std::vector<int64_t *> counters;
   };
-  // As torch, each parameter counts its own updates: group by (device, dtype, step).
+  // As torch, each parameter counts its own updates: group by (device, dtype, step). Device
+  // counters carry the step themselves, so there the step is no part of the key.
   std::map<std::tuple<int, int, int64_t>, Group> groups;
   for (size_t i = 0; i < opt.params.size(); i++) {
     Tensor &p = *opt.params[i];
     if (!p.grad) continue;
-    Group &grp = groups[std::make_tuple((int)p.device, (int)p.dtype, opt.param_steps[i] + 1)];
+    const Ref &counter = opt.step_counters[i];
+    Group &grp = groups[std::make_tuple((int)p.device, (int)p.dtype, counter ? 0 : opt.param_steps[i] + 1)];
+    if (counter) grp.counters.push_back((int64_t *)counter->data());
     grp.p.push_back(p.data());
     grp.g.push_back(p.grad->data());
     grp.m.push_back(opt.m[i]->data());
@@ -127,6 +133,10 @@ void adam_step(Optimizer &opt) {
     a.weight_decay = opt.weight_decay;
     a.decoupled = opt.kind == Optimizer::Kind::ADAMW;
     a.step = std::get<2>(kv.first);
+    if (!grp.counters.empty()) {
+      a.step = 1;
+      a.step_counters = grp.counters.data();
+    }
     backend_for((Device)std::get<0>(kv.first)).adam_step(a);
   }
   // Counted after every group ran, so a failed update does not advance the counters.
@@ -164,9 +174,6 @@ Ref clip_grad_norm(const std::vector<Ref> &params, double max_norm) {
 
 void optimizer_step(Optimizer &opt) {
   if (opt.kind != Optimizer::Kind::SGD) {
-    for (const Ref &p : opt.params)
-      MT_CHECK(!p->backend().capturing(), UNSUPPORTED,
-               "Adam and AdamW cannot be recorded into a graph yet (their step count lives on the host)");
     adam_step(opt);
     return;
   }
@@ -251,7 +258,10 @@ void optimizer_save(const Optimizer &opt, const std::string &path) {
     } else {
       ts.emplace_back(pre + "exp_avg", opt.m[i]);
       ts.emplace_back(pre + "exp_avg_sq", opt.v[i]);
-      ts.emplace_back(pre + "step", scalar_i64(opt.param_steps[i]));
+      const Ref &counter = opt.step_counters[i];
+      int64_t step = opt.param_steps[i];
+      if (counter) counter->backend().copy_to_host(&step, counter->data(), sizeof step);
+      ts.emplace_back(pre + "step", scalar_i64(step));
     }
   }
   st::save(path, ts, {{"optimizer", kind_name(opt.kind)}, {"params", std::to_string(opt.params.size())}});
@@ -302,6 +312,8 @@ void optimizer_load(Optimizer &opt, const std::string &path) {
     opt.m = m;
     opt.v = v;
     opt.param_steps = steps;
+    for (size_t i = 0; i < opt.params.size(); i++)
+      if (opt.step_counters[i]) opt.step_counters[i]->backend().copy_from_host(opt.step_counters[i]->data(), &steps[i], sizeof steps[i]);
   }
 }
 }  // namespace mt

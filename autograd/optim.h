@@ -12,6 +12,9 @@ struct mt_optimizer {
   std::vector<mt::Ref> velocity;  // SGD: per parameter, created at its first update (momentum != 0)
   std::vector<mt::Ref> m, v;      // Adam: moments per parameter, zeros at creation
   std::vector<int64_t> param_steps;  // Adam: updates each parameter received (bias correction)
+  // Adam on CUDA: the same counts as int64 scalars on the device, which the update reads and
+  // advances (so a recorded step replays correctly); they, not param_steps, are authoritative there.
+  std::vector<mt::Ref> step_counters;
   double lr = 0, momentum = 0, weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;

@@ -118,6 +118,10 @@ struct AdamArgs {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled = false;  // AdamW
   int64_t step = 1;        // 1 at the first update
+  // When set (CUDA: one device pointer per tensor), tensor i's step is *step_counters[i] + 1,
+  // read on the device, and the counters are incremented after the update, so the update
+  // can be recorded into a graph and replayed; `step` is then ignored.
+  int64_t *const *step_counters = nullptr;
 };
 
 class Backend {
@@ -245,12 +249,95 @@ class Backend {
   virtual void synchronize_device() { synchronize(); }
 
   // ---- convolutional networks (backend/cpu/cnn.cpp, backend/cuda/cnn.cu); defaults in common.cpp
+  // Geometry of one 2-D convolution, NCHW: x (n, c, h, w), w (k, c, r, s), y (n, k, ho, wo),
+  // ho = (h + 2 pad_h - dil_h (r - 1) - 1) / stride_h + 1 (likewise wo); sizes validated by
+  // the caller. algo picks the CUDA path (0 the faster for the shape, 1 im2col + GEMM,
+  // 2 cuDNN); the CPU ignores it. Float32 convolutions never use TF32.
+  struct Conv2dArgs {
+    int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, ho = 0, wo = 0;
+    int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+    DType dtype = DType::F32;
+    int algo = 0;
+  };
+  // y (written) = conv(x, w) + bias[k] (bias may be null).
+  virtual void conv2d(void *y, const void *x, const void *w, const void *bias, const Conv2dArgs &a);
+  // dx (written, (n, c, h, w)) from dy (n, k, ho, wo) and w.
+  virtual void conv2d_backward_data(void *dx, const void *dy, const void *w, const Conv2dArgs &a);
+  // dw (written, (k, c, r, s)) from dy and x.
+  virtual void conv2d_backward_filter(void *dw, const void *dy, const void *x, const Conv2dArgs &a);
+  // kernel x kernel windows every stride pixels, no padding: x (n, c, h, w) -> y (n, c, ho, wo),
+  // ho = (h - kernel) / stride + 1; `planes` = n * c.
+  struct Pool2dArgs {
+    int64_t planes = 0, h = 0, w = 0, ho = 0, wo = 0, kernel = 1, stride = 1;
+    DType dtype = DType::F32;
+  };
+  // y (written) = window max; indices[p, oh, ow] (written) = ih * w + iw of the first maximum
+  // in row-major window order (NaN counts as the maximum).
+  virtual void max_pool2d(void *y, int64_t *indices, const void *x, const Pool2dArgs &a);
+  // dx (written) = sum of dy over the windows whose maximum each input pixel is.
+  virtual void max_pool2d_backward(void *dx, const int64_t *indices, const void *dy, const Pool2dArgs &a);
+  // y (written) = window mean; dx (written) = sum over the windows holding the pixel of dy / kernel^2.
+  virtual void avg_pool2d(void *y, const void *x, const Pool2dArgs &a);
+  virtual void avg_pool2d_backward(void *dx, const void *dy, const Pool2dArgs &a);
+  // BatchNorm over channels: x viewed as (n, c, hw), statistics over n * hw values per channel.
+  struct BatchNormArgs {
+    int64_t n = 0, c = 0, hw = 1;
+    bool training = true;
+    double momentum = 0.1, eps = 1e-5;
+    DType dtype = DType::F32;
+  };
+  // training: mean, invstd (written, [c]) = batch mean, 1 / sqrt(biased var + eps); running_mean
+  // and running_var (may be null) updated in place: r = (1 - momentum) r + momentum * stat, the
+  // variance unbiased. Eval: mean = running_mean, invstd = 1 / sqrt(running_var + eps).
+  // y (written) = (x - mean) * invstd * gamma + beta (gamma, beta may be null: 1 and 0).
+  virtual void batch_norm(void *y, void *mean, void *invstd, const void *x, const void *gamma, const void *beta,
+                          void *running_mean, void *running_var, const BatchNormArgs &a);
+  // From dy and the saved mean / invstd, with xhat = (x - mean) * invstd:
+  //   dbeta = sum dy, dgamma = sum dy * xhat (written, [c], both always),
+  //   dx (written; may be null) = gamma invstd (dy - (dbeta + xhat dgamma) / (n hw)) when training,
+  //                               gamma invstd dy in eval.
+  virtual void batch_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
+                                   const void *mean, const void *invstd, const void *gamma, const BatchNormArgs &a);
   // ---- end convolutional networks
 
   // ---- fused transformer kernels (backend/cpu/fused.cpp, backend/cuda/fused.cu); defaults in common.cpp
+  // The row statistics of layer_norm are in the stats dtype: float64 for F64, float32 otherwise.
+  static DType layer_norm_stats_dtype(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }
+  // x, y viewed as [rows, d]: y (written) = (x - mean) * rstd * gamma + beta along each row,
+  // rstd = 1 / sqrt(biased var + eps); gamma, beta [d] may be null (1 and 0). mean, rstd
+  // [rows] (written, stats dtype) are kept for the backward. rows, d >= 1.
+  virtual void layer_norm(void *y, void *mean, void *rstd, const void *x, const void *gamma, const void *beta,
+                          int64_t rows, int64_t d, double eps, DType dtype);
+  // From dy, x and the saved mean / rstd, with xhat = (x - mean) rstd and g = dy * gamma:
+  //   dx (written; may be null) = rstd (g - mean_row(g) - xhat mean_row(g xhat)),
+  //   dgamma = sum_rows dy xhat, dbeta = sum_rows dy (written, [d]; either may be null).
+  // Deterministic: the same bits on every run of one shape on one device (no float atomics).
+  virtual void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
+                                   const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d,
+                                   DType dtype);
+  // y[i] (written) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), torch's approximate='tanh';
+  // dx[i] (written) = dy[i] * gelu'(x[i]).
+  virtual void gelu(void *y, const void *x, int64_t n, DType dtype);
+  virtual void gelu_backward(void *dx, const void *dy, const void *x, int64_t n, DType dtype);
+  // out [t, s] (uint8, written) = 1 where key j is in the future of query i (j > i + s - t:
+  // aligned at the end when s != t), else 0. Queued like a kernel (no copy from the host).
+  virtual void causal_mask(uint8_t *out, int64_t t, int64_t s);
   // ---- end fused transformer kernels
 
   // ---- FlashAttention (backend/cuda/attention/); defaults in common.cpp
+  // Whether flash_attention takes dtype and head dim d here (the default: nothing).
+  virtual bool flash_attention_supported(DType dtype, int64_t d) const { return false; }
+  // out (bh, tq, d) = softmax(scale q k^T, causal: key j hidden from query i when
+  // j > i + tk - tq) v, and lse (bh, tq) f32 = each row's natural-log log-sum-exp of the
+  // scaled scores (+inf for a row with no visible key; its out row is 0); q (bh, tq, d),
+  // k, v (bh, tk, d), all of dtype, 16-byte aligned.
+  virtual void flash_attention(void *out, float *lse, const void *q, const void *k, const void *v, int64_t bh,
+                               int64_t tq, int64_t tk, int64_t d, DType dtype, double scale, bool causal);
+  // dq (bh, tq, d), dk, dv (bh, tk, d) written, from the forward's inputs, out and lse, and
+  // dout (bh, tq, d).
+  virtual void flash_attention_backward(void *dq, void *dk, void *dv, const void *q, const void *k, const void *v,
+                                        const void *out, const float *lse, const void *dout, int64_t bh, int64_t tq,
+                                        int64_t tk, int64_t d, DType dtype, double scale, bool causal);
   // ---- end FlashAttention
 };
 

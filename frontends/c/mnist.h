@@ -1,9 +1,11 @@
 /*
- * mnist.h - what the MNIST demos (mnist_mlp.c, softmax_regression.c) share: the flags they
- * both take, the IDX data set (MNIST or Fashion-MNIST, raw or .gz, through mt_load_idx)
- * scaled to [0,1] and optionally standardized, the shuffled mini-batches filled on the host
- * and copied into preallocated device tensors, the evaluation over a split, and the epoch
- * loop's progress bar, per-epoch line and metrics CSV row. Header-only C99 + POSIX:
+ * mnist.h - what the MNIST demos (mnist_mlp.c, softmax_regression.c, and through
+ * mnist_train.h mnist_cnn.c and lenet5.c) share: the flags they all take, the IDX data set
+ * (MNIST or Fashion-MNIST, raw or .gz, through mt_load_idx) scaled to [0,1] and optionally
+ * standardized, the shuffled mini-batches filled on the host and copied into preallocated
+ * device tensors, the evaluation over a split, a batch's accuracy on the device, and the
+ * epoch loop's progress bar, per-epoch line (optionally with the training accuracy) and
+ * metrics CSV row. Header-only C99 + POSIX:
  * define _POSIX_C_SOURCE 200809L and DEMO_NAME before the first #include.
  *
  *   mnist_options o = mnist_defaults();               ... mnist_option(&o, argv[i], argv[i + 1])
@@ -49,6 +51,8 @@
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 #define MNIST_CLASSES 10
 #define MNIST_CSV_COLUMNS "epoch,train_loss,test_loss,test_acc,seconds"
+/* the columns when the epoch also keeps the training accuracy (mnist_epoch_track_accuracy) */
+#define MNIST_CSV_COLUMNS_ACC "epoch,train_loss,train_acc,test_loss,test_acc,seconds"
 
 /* ---------------------------------------------------------------- flags */
 
@@ -345,6 +349,20 @@ static inline void mnist_evaluate(const mnist_split *ds, mnist_logits_fn logits_
   *acc = (double)correct / (double)ds->n;
 }
 
+/* *acc = the fraction of rows of logits (B, 10) whose argmax is the label y (B) (a 0-d
+ * float32 on the device, not recorded; nothing is read back). Both are borrowed; the caller
+ * releases *acc. */
+static inline void mnist_batch_accuracy(mt_tensor **acc, mt_tensor *logits, mt_tensor *y) {
+  mt_tensor *am, *hit, *hitf;
+  int64_t prev = mt_set_grad_enabled(0);
+  CHECK(mt_argmax(&am, logits, 1, 0));
+  CHECK(mt_eq(&hit, am, y));
+  CHECK(mt_tensor_cast(&hitf, hit, MT_F32));
+  CHECK(mt_mean(acc, hitf));
+  mt_set_grad_enabled(prev);
+  RELEASE(am, hit, hitf);
+}
+
 /* ---------------------------------------------------------------- the epoch loop */
 
 /* One epoch's bookkeeping: the bar on stderr and the mean training loss on the device. */
@@ -354,6 +372,9 @@ typedef struct mnist_epoch {
   char label[64];
   progress pb;
   loss_meter lm;
+  int track_acc;      /* mnist_epoch_track_accuracy was called */
+  loss_meter am;      /* the running training accuracy when track_acc */
+  double train_acc;   /* set by mnist_epoch_end when track_acc */
 } mnist_epoch;
 
 /* Shuffles the loader with mt_randperm(seed * 1000003 + epoch), starts the mean loss on dev
@@ -365,6 +386,8 @@ static inline void mnist_epoch_begin(mnist_epoch *ep, mnist_loader *ld, int64_t 
   ep->t0 = progress_clock();
   mnist_loader_shuffle(ld, seed * 1000003 + epoch);
   loss_meter_start(&ep->lm, dev);
+  ep->track_acc = 0;
+  ep->train_acc = 0;
   snprintf(ep->label, sizeof ep->label, "epoch %d/%d", epoch, epochs);
   progress_start(&ep->pb, ep->label, ld->steps, "batch");
 }
@@ -376,28 +399,50 @@ static inline void mnist_epoch_step(mnist_epoch *ep, mt_tensor *loss, int64_t n,
   loss_meter_show(&ep->lm, &ep->pb, s + 1, "loss %.4f");
 }
 
-/* The epoch's mean training loss; prints the bar's final line. */
+/* Also keeps the epoch's training accuracy (on dev): call after mnist_epoch_begin, then
+ * pass each step's mnist_batch_accuracy to mnist_epoch_step_acc instead of
+ * mnist_epoch_step. The epoch's line and CSV row then carry it (MNIST_CSV_COLUMNS_ACC). */
+static inline void mnist_epoch_track_accuracy(mnist_epoch *ep, mt_device dev) {
+  loss_meter_start(&ep->am, dev);
+  ep->track_acc = 1;
+}
+
+/* mnist_epoch_step, and acc (the step's accuracy over its n rows; borrowed) added to the
+ * epoch's mean training accuracy. */
+static inline void mnist_epoch_step_acc(mnist_epoch *ep, mt_tensor *loss, mt_tensor *acc, int64_t n, int64_t s) {
+  loss_meter_add(&ep->am, acc, n);
+  mnist_epoch_step(ep, loss, n, s);
+}
+
+/* The epoch's mean training loss (and ep->train_acc when tracked); prints the bar's final
+ * line. */
 static inline double mnist_epoch_end(mnist_epoch *ep) {
   char extra[64];
   double train_loss = loss_meter_end(&ep->lm);
+  if (ep->track_acc) ep->train_acc = loss_meter_end(&ep->am);
   snprintf(extra, sizeof extra, "loss %.4f", train_loss);
   progress_finish(&ep->pb, extra);
   return train_loss;
 }
 
-/* Prints the epoch's line and writes its MNIST_CSV_COLUMNS row (seconds since t_start). */
+/* Prints the epoch's line and writes its MNIST_CSV_COLUMNS row (seconds since t_start), or
+ * its MNIST_CSV_COLUMNS_ACC row when the epoch kept the training accuracy. */
 static inline void mnist_epoch_report(const mnist_epoch *ep, metrics_csv *metrics, double train_loss,
                                       double test_loss, double test_acc, double t_start) {
-  double row[5];
-  printf("epoch %2d/%d  train loss %.4f  test loss %.4f  test acc %.2f%%  %.1f s\n", ep->epoch, ep->epochs,
-         train_loss, test_loss, 100 * test_acc, progress_clock() - ep->t0);
+  double row[6];
+  int n = 0;
+  char train_acc[32] = "";
+  if (ep->track_acc) snprintf(train_acc, sizeof train_acc, "  train acc %.2f%%", 100 * ep->train_acc);
+  printf("epoch %2d/%d  train loss %.4f%s  test loss %.4f  test acc %.2f%%  %.1f s\n", ep->epoch, ep->epochs,
+         train_loss, train_acc, test_loss, 100 * test_acc, progress_clock() - ep->t0);
   fflush(stdout);
-  row[0] = ep->epoch;
-  row[1] = train_loss;
-  row[2] = test_loss;
-  row[3] = test_acc;
-  row[4] = progress_clock() - t_start;
-  metrics_row(metrics, row, 5);
+  row[n++] = ep->epoch;
+  row[n++] = train_loss;
+  if (ep->track_acc) row[n++] = ep->train_acc;
+  row[n++] = test_loss;
+  row[n++] = test_acc;
+  row[n++] = progress_clock() - t_start;
+  metrics_row(metrics, row, n);
 }
 
 /* Prints "final test accuracy ..." and "metrics: csv" (when written) and closes metrics. */

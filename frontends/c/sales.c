@@ -94,7 +94,7 @@ static double test_mae(const setup *s, const nn_sequential *net, mt_tensor *xte,
 static void train(const setup *s, const char *name, int adam, double lr, double momentum, double *loss, double *mae) {
   const int64_t f = s->train.f, bs = s->batch;
   /* Linear(f,32) keyed by seed*10+1 (its bias by +2), Linear(32,1) by seed*10+3 (+4) */
-  const nn_spec spec[3] = {{NN_LINEAR, f, HIDDEN}, {NN_RELU, 0, 0}, {NN_LINEAR, HIDDEN, 1}};
+  const nn_spec spec[3] = {nn_linear_spec(f, HIDDEN), nn_plain_spec(NN_RELU), nn_linear_spec(HIDDEN, 1)};
   int64_t xs[2] = {bs, f}, ys[2] = {bs, 1}, ts[2] = {s->test.n, f};
   int64_t tail = s->train.n % bs, steps = (s->train.n + bs - 1) / bs, *perm = xmalloc((size_t)s->train.n * 8);
   int64_t txs[2] = {tail, f}, tys[2] = {tail, 1};

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
   const float ys[4] = {0, 1, 1, 0};
   const int64_t xshape[2] = {4, 2}, yshape[2] = {4, 1};
   /* PyTorch's nn.Linear default init; Linear(2,4) keyed by seed 1 (its bias by 2), Linear(4,1) by 3 (4) */
-  const nn_spec spec[3] = {{NN_LINEAR, 2, 4}, {NN_SIGMOID, 0, 0}, {NN_LINEAR, 4, 1}};
+  const nn_spec spec[3] = {nn_linear_spec(2, 4), nn_plain_spec(NN_SIGMOID), nn_linear_spec(4, 1)};
   nn_sequential net;
   mt_tensor *x, *y, *params[NN_MAX_PARAMS], *loss = NULL, *pred = NULL;
   mt_optimizer *opt;

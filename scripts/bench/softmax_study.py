@@ -8,7 +8,7 @@ torch.softmax, row widths 32..32768, row counts up to 65536, float32 (and float1
                                                          (its own section per GPU, beside make bench's)
 Options: --reps N (median of N, default 5), --variants 0,2,3,4, --max-elems N (default 2^28),
 --naive-max-elems N (the naive variant is only timed up to 2^24 elements: it is ~100x slower),
---quick (fewer shapes), --out PATH.
+--quick (fewer shapes), --perf-only (the three anchor shapes), --out PATH.
 
 Variants (mt_study_softmax, an internal hook of libminitorch.so, not in abi/minitorch.h):
   0 production dispatch   what mt_softmax runs for the shape
@@ -17,6 +17,8 @@ Variants (mt_study_softmax, an internal hook of libminitorch.so, not in abi/mini
   3 block                 a block per row, online pair merged in shared memory, re-reads x
   4 vectorized            128-bit accesses, the row held in registers (G lanes or a block per row);
                           needs cols * element size % 16 == 0
+  5 vec-ilp               (4) with 4 packs in flight per lane up to 1024 columns; wider rows
+                          re-read x from L2 (the 128-bit block kernel, no register cache)
 Each result is validated against torch.softmax (in float32) before it is timed; a wrong result
 is reported as FAIL and makes the exit status 1.
 
@@ -41,7 +43,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
 import harness  # noqa: E402
 
-VARIANTS = {0: "production", 1: "naive", 2: "warp", 3: "block", 4: "vectorized"}
+VARIANTS = {0: "production", 1: "naive", 2: "warp", 3: "block", 4: "vectorized", 5: "vec-ilp"}
 WIDTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
 ROWS = [1024, 8192, 65536]
 PERF_SHAPES = [(65536, 1024), (8192, 32768), (262144, 128)]   # the PERF.md anchors
@@ -53,6 +55,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--dtypes", default="f32", help="comma-separated: f32,f16,bf16")
     ap.add_argument("--variants", default="0,1,2,3,4")
+    ap.add_argument("--perf-only", action="store_true", help="only the three PERF.md anchor shapes")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-elems", type=int, default=1 << 28)
     ap.add_argument("--naive-max-elems", type=int, default=1 << 24)
@@ -70,6 +73,8 @@ def production_variant(cols, elem):
 
 
 def shapes(args):
+    if args.perf_only:
+        return [s for s in PERF_SHAPES if s[0] * s[1] <= args.max_elems]
     widths = QUICK_WIDTHS if args.quick else WIDTHS
     out = []
     for rows in ROWS:

@@ -542,10 +542,6 @@ WORKLOADS = [
 
 # Work that issue 8 lists and the library does not offer yet, with the function it would need.
 PENDING = [
-    ("GELU 64M", "mt_gelu"),
-    ("layernorm forward+backward, same shapes", "mt_layer_norm"),
-    ("roadmap CNN trainings", "mt_conv2d"),
-    ("char-GPT trainings", "mt_scaled_dot_product_attention"),
 ]
 
 

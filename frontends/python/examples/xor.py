@@ -1,6 +1,10 @@
 """XOR with a 2-4-1 sigmoid network, written as a PyTorch program would be.
 
     python3 frontends/python/examples/xor.py [--epochs 5000] [--lr 0.5] [--seed 0] [--device cpu]
+                                             [--no-graph]
+
+On CUDA the training step is recorded once into a graph (minitorch.cuda.CUDAGraph) and
+replayed, as torch.cuda.graphs allow; --no-graph runs every step eagerly.
 
 Prints the loss as it trains and the network's answers at the end; exits non-zero if the
 final loss is not below 0.01 (with the default settings).
@@ -27,7 +31,7 @@ def progress(epoch, total, loss, start, width=30, stream=sys.stderr):
     stream.flush()
 
 
-def train(epochs=5000, lr=0.5, seed=0, device=None, log_every=500, show_bar=None):
+def train(epochs=5000, lr=0.5, seed=0, device=None, log_every=500, show_bar=None, graph=True):
     minitorch.manual_seed(seed)
     device = minitorch.device(device) if device else minitorch.get_default_device()
     x = minitorch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], device=device)
@@ -39,14 +43,28 @@ def train(epochs=5000, lr=0.5, seed=0, device=None, log_every=500, show_bar=None
     if show_bar is None:
         show_bar = sys.stderr.isatty()
 
-    print("training %s on %s for %d epochs" % (type(model).__name__, device, epochs))
-    start = time.time()
-    loss_value = float("nan")
-    for epoch in range(1, epochs + 1):
+    def step():
         optimizer.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
+        return loss
+
+    use_graph = graph and device.type == "cuda"
+    print("training %s on %s for %d epochs (%s)" % (type(model).__name__, device, epochs,
+                                                    "graph replay" if use_graph else "eager"))
+    start = time.time()
+    loss_value = float("nan")
+    recorded = None
+    for epoch in range(1, epochs + 1):
+        if not use_graph or epoch == 1:   # the first step creates the gradients
+            loss = step()
+        else:
+            if recorded is None:          # record one step; every later step replays it
+                recorded = minitorch.cuda.CUDAGraph()
+                with minitorch.cuda.graph(recorded):
+                    loss = step()
+            recorded.replay()
         if epoch % log_every == 0 or epoch == epochs:
             loss_value = loss.item()
             if show_bar:
@@ -70,8 +88,9 @@ def main(argv=None):
     parser.add_argument("--device", default=None, help="cpu or cuda (default: the library's choice)")
     parser.add_argument("--log-every", type=int, default=500)
     parser.add_argument("--target", type=float, default=0.01, help="fail unless the final loss is below")
+    parser.add_argument("--no-graph", action="store_true", help="run every step eagerly on CUDA too")
     args = parser.parse_args(argv)
-    loss = train(args.epochs, args.lr, args.seed, args.device, args.log_every)
+    loss = train(args.epochs, args.lr, args.seed, args.device, args.log_every, graph=not args.no_graph)
     return 0 if loss < args.target else 1
 
 

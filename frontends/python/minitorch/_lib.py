@@ -153,6 +153,13 @@ SIGNATURES = (
     ("mt_dropout", STATUS, (PPTR, PTR, F64, I64)),
     ("mt_masked_fill", STATUS, (PPTR, PTR, PTR, F64)),
     ("mt_cat", STATUS, (PPTR, PPTR, I64, I64)),
+    # convolutional networks
+    ("mt_conv2d", STATUS, (PPTR, PTR, PTR, PTR, I64, I64)),
+    ("mt_conv2d_ex", STATUS, (PPTR, PTR, PTR, PTR, I64, I64, I64, I64, I64, I64)),
+    ("mt_set_conv_algo", STATUS, (I64, PI64)),
+    ("mt_max_pool2d", STATUS, (PPTR, PTR, I64, I64)),
+    ("mt_avg_pool2d", STATUS, (PPTR, PTR, I64, I64)),
+    ("mt_batch_norm", STATUS, (PPTR, PTR, PTR, PTR, PTR, PTR, I64, F64, F64)),
     # initialization
     ("mt_init_uniform", STATUS, (PTR, F64, F64, I64)),
     ("mt_init_normal", STATUS, (PTR, F64, F64, I64)),
@@ -174,6 +181,9 @@ SIGNATURES = (
     ("mt_graph_end", STATUS, (PPTR,)),
     ("mt_graph_replay", STATUS, (PTR,)),
     ("mt_graph_free", STATUS, (PTR,)),
+    ("mt_graph_capture_begin", STATUS, ()),
+    ("mt_graph_capture_end", STATUS, (PPTR,)),
+    ("mt_graph_release", STATUS, (PTR,)),
     # optimizers
     ("mt_optim_sgd", STATUS, (PPTR, PPTR, I64, F64, F64, F64, I64)),
     ("mt_optim_adam", STATUS, (PPTR, PPTR, I64, F64, F64, F64, F64, F64)),

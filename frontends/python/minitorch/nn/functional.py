@@ -224,3 +224,108 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0:
         w = dropout(w, dropout_p, True)
     return w @ value
+
+
+# ------------------------------------------------------------ convolutional networks
+
+__all__ += ["conv2d", "max_pool2d", "avg_pool2d", "batch_norm"]
+
+
+def _pair(value, name):
+    """An int or a pair of ints as a pair (torch's _pair)."""
+    if isinstance(value, numbers.Integral):
+        v = operator.index(value)
+        return v, v
+    v = tuple(operator.index(e) for e in value)
+    if len(v) != 2:
+        raise ValueError("%s must be an int or a pair of ints, got %r" % (name, value))
+    return v
+
+
+def _square(value, name, fn):
+    """The one size of a square window (the C ABI's pools take one kernel and one stride)."""
+    h, w = _pair(value, name)
+    if h != w:
+        raise NotImplementedError("%s(%s=%r): only square windows and equal strides are available in the C "
+                                  "ABI (mt_%s)" % (fn, name, value, fn))
+    return h
+
+
+def _as_batch(x, call):
+    """call(x) for a 4-D x; a 3-D (unbatched [C, H, W]) x goes through as a batch of one."""
+    if x.ndim != 3:
+        return call(x)
+    out = call(x.reshape((1,) + tuple(x.shape)))
+    return out.reshape(tuple(out.shape[1:]))
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """Cross-correlation of input [N, C, H, W] (or [C, H, W]) with weight [K, C, R, S] plus
+    bias [K], as torch.nn.functional.conv2d (mt_conv2d_ex). padding is an int, a pair, 'valid'
+    or 'same' (stride 1 and an even total padding per axis); groups must be 1."""
+    if groups != 1:
+        raise NotImplementedError("conv2d(groups=%r) is not available: the C ABI has groups=1 only" % (groups,))
+    sh, sw = _pair(stride, "stride")
+    dh, dw = _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            ph = pw = 0
+        elif padding == "same":
+            if (sh, sw) != (1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            th, tw = dh * (weight.shape[2] - 1), dw * (weight.shape[3] - 1)
+            if th % 2 or tw % 2:
+                raise NotImplementedError("conv2d(padding='same') needs an even total padding per axis here "
+                                          "(the C ABI pads both sides equally)")
+            ph, pw = th // 2, tw // 2
+        else:
+            raise ValueError("Invalid padding string %r, should be one of {'valid', 'same'}" % padding)
+    else:
+        ph, pw = _pair(padding, "padding")
+    dt = result_type(input, weight)
+    x, w = _cast(_floating(input), dt), _cast(weight, dt)
+    b = None if bias is None else _cast(bias, dt)
+    return _as_batch(x, lambda x4: _new(lib.mt_conv2d_ex, x4, w, b, sh, sw, ph, pw, dh, dw))
+
+
+def _pool(fn, input, kernel_size, stride, padding, ceil_mode, **unsupported):
+    if padding != 0 or ceil_mode:
+        raise NotImplementedError("%s(padding=%r, ceil_mode=%r) is not available: the C ABI pools without "
+                                  "padding and rounds down (mt_%s)" % (fn, padding, ceil_mode, fn))
+    for k, (value, default) in unsupported.items():
+        if value != default:
+            raise NotImplementedError("%s(%s=%r) is not available in the C ABI (mt_%s)" % (fn, k, value, fn))
+    k = _square(kernel_size, "kernel_size", fn)
+    s = k if stride is None else _square(stride, "stride", fn)
+    return _as_batch(_floating(input), lambda x4: _new(getattr(lib, "mt_" + fn), x4, k, s))
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over kernel_size windows every stride (default: kernel_size) pixels, no padding
+    (mt_max_pool2d); windows may overlap, and the gradient goes to each window's first maximum."""
+    return _pool("max_pool2d", input, kernel_size, stride, padding, ceil_mode, dilation=(dilation, 1),
+                 return_indices=(return_indices, False))
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean over kernel_size windows every stride (default: kernel_size) pixels, no padding
+    (mt_avg_pool2d)."""
+    return _pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode,
+                 divisor_override=(divisor_override, None))
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Batch normalization over dim 1 of input [N, C] or [N, C, H, W], as
+    torch.nn.functional.batch_norm (mt_batch_norm). training: batch statistics, and the
+    running buffers (when given) are updated in place (the variance unbiased); otherwise the
+    running statistics normalize. momentum=None (a cumulative average) is not available."""
+    if momentum is None:
+        raise NotImplementedError("batch_norm(momentum=None) (a cumulative moving average) is not available "
+                                  "in the C ABI")
+    x = _floating(input)
+    if x.ndim not in (2, 4):
+        raise ValueError("batch_norm: expected a 2-D [N, C] or 4-D [N, C, H, W] input, got %d-D"
+                         % input.ndim)
+    return _new(lib.mt_batch_norm, x, weight, bias, running_mean, running_var, 1 if training else 0,
+                float(momentum), float(eps))

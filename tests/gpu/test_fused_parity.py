@@ -1,0 +1,251 @@
+"""test_fused_parity - the fused transformer kernels (mt_layer_norm, mt_gelu, the causal mask of
+mt_scaled_dot_product_attention), MT_CUDA against the CPU reference backend (float64 sums) and,
+where torch with CUDA is importable, against PyTorch, forward and backward, through the Python
+frontend.
+
+  layer_norm  shapes that reach every CUDA path (warp kernels with fewer than 32 lanes per row
+              and with several packs per lane, register-cached and uncached block kernels, d not
+              a multiple of 4, one row), gamma/beta present and absent; dgamma/dbeta bit-identical
+              run to run; float16/bfloat16 against the CPU on the same rounded values; the three
+              benchmark shapes against torch.nn.functional.layer_norm
+  gelu        odd sizes (the vector tail), float16/bfloat16, 64M elements against
+              torch.nn.functional.gelu(approximate='tanh')
+  causal      the mask's effect against the CPU, and a training step with causal attention
+              recorded into a CUDA graph and replayed (the mask is built on the device)
+
+Run by `make test-gpu` (MT_DEVICE=cuda). Without a usable GPU every test is skipped;
+MT_PARITY_DEVICE=cpu runs the harness CPU against CPU.
+
+Tolerances, relative error ||gpu - ref|| / ||ref||: float64 1e-12; float32 1e-5 (row sums in
+float, rsqrtf and tanhf within 2 ulp), 1e-4 for dgamma/dbeta summed over thousands of rows and
+for the comparisons with torch (which sums in another order); float16/bfloat16 1e-2.
+"""
+import math
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from test_frontend_support import mt  # noqa: E402
+
+SELF_TEST = os.environ.get("MT_PARITY_DEVICE") == "cpu"
+GPU = "cpu" if SELF_TEST else "cuda"
+RUN = SELF_TEST or mt.cuda.is_available()
+SKIP_WHY = "no usable GPU; MT_PARITY_DEVICE=cpu checks the harness on the CPU"
+try:
+    import torch
+    HAVE_TORCH = not SELF_TEST and torch.cuda.is_available()
+except ImportError:
+    torch = None
+    HAVE_TORCH = False
+
+F = mt.nn.functional
+TOL = {mt.float32: 1e-5, mt.float64: 1e-12}
+# (rows, d): see the module docstring; the CUDA path each reaches is in backend/cuda/fused.cu
+LN_SHAPES = [(1, 7), (3, 8), (5, 33), (1000, 128), (257, 1024), (3, 1028), (7, 2050), (4, 20000), (2, 40000),
+             (4096, 96), (1, 4096)]
+BENCH_SHAPES = [(65536, 1024), (262144, 128), (8192, 32768)]
+
+
+def flat(x):
+    if not isinstance(x, list):
+        return [x]
+    out = []
+    for y in x:
+        out.extend(flat(y))
+    return out
+
+
+def rel_err(got, ref):
+    """||got - ref|| / ||ref||, the norm floored at an RMS of 1e-6 per element: GELU of a
+    large negative input is zero up to rounding (-1e-15 in float64, 0 in float32), and a
+    one-element case of that kind is compared by its absolute error."""
+    g, r = flat(got.cpu().tolist()), flat(ref.cpu().tolist())
+    assert len(g) == len(r)
+    num = den = 0.0
+    for x, y in zip(g, r):
+        if math.isnan(x) != math.isnan(y):
+            return math.inf
+        num += (x - y) ** 2
+        den += y * y
+    return math.sqrt(num / max(den, 1e-12 * len(r))) if r else 0.0
+
+
+def draw(shape, seed, dtype, lo=-3.0, hi=5.0):
+    """Uniform values in [lo, hi), drawn on the CPU in float64 and cast."""
+    mt.manual_seed(seed)
+    return (mt.rand(*shape, dtype=mt.float64, device="cpu") * (hi - lo) + lo).to(dtype)
+
+
+def ln_run(x, gamma, beta, dy, dev):
+    """y and the gradients of x, gamma, beta (None where absent) of layer_norm on dev."""
+    xs = x.to(dev).detach().requires_grad_(True)
+    gs = None if gamma is None else gamma.to(dev).detach().requires_grad_(True)
+    bs = None if beta is None else beta.to(dev).detach().requires_grad_(True)
+    y = F.layer_norm(xs, x.shape[-1], gs, bs, eps=1e-5)
+    (y * dy.to(dev)).sum().backward()
+    return [y, xs.grad] + [None if p is None else p.grad for p in (gs, bs)]
+
+
+@unittest.skipUnless(RUN, SKIP_WHY)
+class LayerNormParity(unittest.TestCase):
+    def test_against_cpu(self):
+        for dt in (mt.float32, mt.float64):
+            for i, (rows, d) in enumerate(LN_SHAPES):
+                for with_g, with_b in ((True, True), (False, False), (True, False)):
+                    x, dy = draw((rows, d), 10 + i, dt), draw((rows, d), 40 + i, dt, -1, 1)
+                    g = draw((d,), 70 + i, dt, 0.5, 1.5) if with_g else None
+                    b = draw((d,), 90 + i, dt, -1, 1) if with_b else None
+                    want, got = ln_run(x, g, b, dy, "cpu"), ln_run(x, g, b, dy, GPU)
+                    for k, name in enumerate(("y", "dx", "dgamma", "dbeta")):
+                        if want[k] is None:
+                            continue
+                        tol = TOL[dt] if k < 2 or dt is mt.float64 or rows < 1000 else 1e-4
+                        self.assertLess(rel_err(got[k], want[k]), tol, "%s %s %s g=%s b=%s" % (
+                            name, dt, (rows, d), with_g, with_b))
+
+    def test_parameter_gradients_bit_identical(self):
+        for rows, d in ((4096, 1024), (8192, 96), (64, 20000)):
+            x, dy = draw((rows, d), 1, mt.float32), draw((rows, d), 2, mt.float32, -1, 1)
+            g, b = draw((d,), 3, mt.float32), draw((d,), 4, mt.float32)
+            first = ln_run(x, g, b, dy, GPU)
+            again = ln_run(x, g, b, dy, GPU)
+            for k in (1, 2, 3):
+                self.assertEqual(rel_err(again[k], first[k]), 0.0, "run-to-run %d %s" % (k, (rows, d)))
+
+    def test_half_types(self):
+        if SELF_TEST:
+            self.skipTest("the CPU backend has no float16/bfloat16 arithmetic")
+        for dt in (mt.float16, mt.bfloat16):
+            for rows, d in ((64, 1024), (33, 40), (4, 8192), (3, 100)):
+                x, dy = draw((rows, d), 5, dt), draw((rows, d), 6, dt, -1, 1)
+                g, b = draw((d,), 7, dt, 0.5, 1.5), draw((d,), 8, dt, -1, 1)
+                got = ln_run(x, g, b, dy, GPU)
+                want = ln_run(x.float(), g.float(), b.float(), dy.float(), "cpu")  # same rounded values
+                for k in range(4):
+                    self.assertLess(rel_err(got[k].float(), want[k]), 1e-2, "%d %s %s" % (k, dt, (rows, d)))
+
+    @unittest.skipUnless(HAVE_TORCH, "torch with CUDA is not importable")
+    def test_against_torch_at_the_benchmark_shapes(self):
+        for rows, d in BENCH_SHAPES:
+            x = mt.randn(rows, d, device=GPU)
+            x.requires_grad_(True)
+            g, b = mt.randn(d, device=GPU), mt.randn(d, device=GPU)
+            g.requires_grad_(True)
+            b.requires_grad_(True)
+            dy = mt.randn(rows, d, device=GPU)
+            y = F.layer_norm(x, d, g, b, eps=1e-5)
+            (y * dy).sum().backward()
+            tx = torch.from_dlpack(x.detach()).clone().requires_grad_(True)
+            tg = torch.from_dlpack(g.detach()).clone().requires_grad_(True)
+            tb = torch.from_dlpack(b.detach()).clone().requires_grad_(True)
+            ty = torch.nn.functional.layer_norm(tx, (d,), tg, tb, eps=1e-5)
+            (ty * torch.from_dlpack(dy)).sum().backward()
+            for name, ours, theirs in (("y", y, ty), ("dx", x.grad, tx.grad), ("dgamma", g.grad, tg.grad),
+                                       ("dbeta", b.grad, tb.grad)):
+                o = torch.from_dlpack(ours.detach()).double()
+                t = theirs.detach().double()
+                err = ((o - t).norm() / t.norm()).item()
+                self.assertLess(err, 1e-4, "%s %s" % (name, (rows, d)))
+
+
+@unittest.skipUnless(RUN, SKIP_WHY)
+class GeluParity(unittest.TestCase):
+    def test_against_cpu(self):
+        for dt in (mt.float32, mt.float64):
+            for n in (1, 5, 1027, (1 << 20) + 3):
+                x, dy = draw((n,), 20, dt, -8, 8), draw((n,), 21, dt, -1, 1)
+                res = []
+                for dev in ("cpu", GPU):
+                    xs = x.to(dev).detach().requires_grad_(True)
+                    y = F.gelu(xs, approximate="tanh")
+                    (y * dy.to(dev)).sum().backward()
+                    res.append((y, xs.grad))
+                for k in range(2):
+                    self.assertLess(rel_err(res[1][k], res[0][k]), TOL[dt], "%s %s %d" % (dt, n, k))
+
+    def test_half_types(self):
+        if SELF_TEST:
+            self.skipTest("the CPU backend has no float16/bfloat16 arithmetic")
+        for dt in (mt.float16, mt.bfloat16):
+            x, dy = draw((4099,), 22, dt, -6, 6), draw((4099,), 23, dt, -1, 1)
+            xs = x.to(GPU).detach().requires_grad_(True)
+            y = F.gelu(xs)
+            (y * dy.to(GPU)).sum().backward()
+            xf = x.float().detach().requires_grad_(True)
+            yf = F.gelu(xf)
+            (yf * dy.float()).sum().backward()
+            self.assertLess(rel_err(y.float(), yf), 1e-2, "y %s" % dt)
+            self.assertLess(rel_err(xs.grad.float(), xf.grad), 1e-2, "dx %s" % dt)
+
+    @unittest.skipUnless(HAVE_TORCH, "torch with CUDA is not importable")
+    def test_against_torch_64m(self):
+        n = 1 << 26
+        x = mt.randn(n, device=GPU)
+        x.requires_grad_(True)
+        dy = mt.randn(n, device=GPU)
+        y = F.gelu(x)
+        (y * dy).sum().backward()
+        tx = torch.from_dlpack(x.detach()).clone().requires_grad_(True)
+        ty = torch.nn.functional.gelu(tx, approximate="tanh")
+        (ty * torch.from_dlpack(dy)).sum().backward()
+        for name, ours, theirs in (("y", y, ty), ("dx", x.grad, tx.grad)):
+            o, t = torch.from_dlpack(ours.detach()).double(), theirs.detach().double()
+            self.assertLess(((o - t).norm() / t.norm()).item(), 1e-5, name)
+
+
+@unittest.skipUnless(RUN, SKIP_WHY)
+class CausalAttention(unittest.TestCase):
+    def test_causal_against_cpu(self):
+        for T, S in ((5, 5), (3, 7), (64, 64)):
+            q, k, v = draw((2, 3, T, 8), 30, mt.float64, -1, 1), draw((2, 3, S, 8), 31, mt.float64, -1, 1), \
+                draw((2, 3, S, 4), 32, mt.float64, -1, 1)
+            want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            got = F.scaled_dot_product_attention(q.to(GPU), k.to(GPU), v.to(GPU), is_causal=True)
+            # T == S: one mt_scaled_dot_product_attention call with causal = 1 (the mask built on the
+            # device); T != S: the frontend's composition (torch's top-left alignment)
+            self.assertLess(rel_err(got, want), 1e-12, "%s" % ((T, S),))
+
+    def test_recorded_causal_step_replays(self):
+        if SELF_TEST or not mt.cuda.is_available():
+            self.skipTest("graphs need the CUDA device")
+        nn = mt.nn
+        mt.manual_seed(5)
+        proj = [nn.Linear(16, 16).to(GPU) for _ in range(3)]
+        params = [p for m in proj for p in m.parameters()]
+        g = mt.Generator().manual_seed(6)
+        data = [(mt.randn(2, 8, 16, generator=g).to(GPU), mt.randn(2, 8, 16, generator=g).to(GPU))
+                for _ in range(5)]
+        init = [p.detach().clone() for p in params]
+
+        def step(opt, x, y):
+            opt.zero_grad()
+            out = F.scaled_dot_product_attention(proj[0](x), proj[1](x), proj[2](x), is_causal=True)
+            loss = F.mse_loss(out, y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        opt = mt.optim.SGD(params, lr=0.1)
+        eager = [step(opt, x, y).item() for x, y in data]
+        with mt.no_grad():
+            for p, p0 in zip(params, init):
+                p.copy_(p0)
+        opt = mt.optim.SGD(params, lr=0.1)
+        losses = [step(opt, *data[0]).item()]
+        x_s, y_s = data[1][0].clone(), data[1][1].clone()
+        graph = mt.cuda.CUDAGraph()
+        with mt.cuda.graph(graph):
+            loss_s = step(opt, x_s, y_s)
+        for x, y in data[1:]:
+            x_s.copy_(x)
+            y_s.copy_(y)
+            graph.replay()
+            losses.append(loss_s.item())
+        graph.reset()
+        for a, b in zip(losses, eager):
+            self.assertAlmostEqual(a, b, delta=1e-6 * max(1.0, abs(b)))
+
+
+if __name__ == "__main__":
+    unittest.main()

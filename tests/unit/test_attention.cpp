@@ -1,0 +1,72 @@
+// test_attention.cpp - the FlashAttention op (autograd/ops_attention.cpp) on a machine without
+// a GPU: scaled_dot_product_attention keeps CPU and float32 problems on the composed path (a
+// recorded chain of primitives, not the one FLASH_ATTENTION node), flash_attention_applies says
+// no for them, and calling the flash op where no backend takes it fails with a clear message.
+// The kernels themselves are tested against PyTorch in tests/gpu/test_flash_attention.py.
+#include <cmath>
+#include <string>
+
+#include "autograd/nn_ops.h"
+#include "autograd/ops_attention.h"
+#include "helpers.h"
+
+using namespace t;
+
+namespace {
+
+mt::Ref cpu_tensor(std::mt19937_64 &rng, const Shape &shape) {
+  H h = make(randvec(rng, numel(shape)), shape, MT_F32, MT_CPU);
+  return mt::Ref::share(h.get());
+}
+
+std::string error_of(const std::function<void()> &f, mt::Code *code) {
+  try {
+    f();
+  } catch (const mt::Error &e) {
+    *code = e.code();
+    return e.what();
+  }
+  *code = mt::Code::OK;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("attention on the CPU and in float32 stays on the composed path") {
+  LeakGuard lg;
+  std::mt19937_64 rng(11);
+  mt::Ref q = cpu_tensor(rng, {1, 2, 5, 64}), k = cpu_tensor(rng, {1, 2, 5, 64}), v = cpu_tensor(rng, {1, 2, 5, 64});
+  for (const mt::Ref *x : {&q, &k, &v}) (*x)->requires_grad = true;
+  CHECK_FALSE(mt::ops::flash_attention_applies(q, k, v, true));
+  CHECK_FALSE(mt::ops::flash_attention_applies(q, k, v, false));
+  mt::Ref out = mt::ops::scaled_dot_product_attention(q, k, v, true, 0);
+  CHECK(out->shape == mt::Shape{1, 2, 5, 64});
+  CHECK(mt_tape_size() > 1);  // matmul, scale, mask, softmax, matmul: never one FLASH_ATTENTION node
+  // the first query sees only the first key: its output row is v's first row
+  std::vector<float> o(2 * 5 * 64), vv(2 * 5 * 64);
+  out->backend().copy_to_host(o.data(), out->data(), (int64_t)o.size() * 4);
+  v->backend().copy_to_host(vv.data(), v->data(), (int64_t)vv.size() * 4);
+  for (int d = 0; d < 64; d++) CHECK(o[(size_t)d] == doctest::Approx(vv[(size_t)d]).epsilon(1e-6));
+  mt_tape_clear();
+}
+
+TEST_CASE("flash_attention reports what it cannot take") {
+  LeakGuard lg;
+  std::mt19937_64 rng(12);
+  mt::Code code;
+  mt::Ref q = cpu_tensor(rng, {1, 2, 5, 64}), k = cpu_tensor(rng, {1, 2, 5, 64}), v = cpu_tensor(rng, {1, 2, 5, 64});
+  std::string msg = error_of([&] { mt::ops::flash_attention(q, k, v, false, 0); }, &code);
+  CHECK(code == mt::Code::UNSUPPORTED);
+  CHECK(msg.find("flash attention does not take float32 with head dim 64 on the cpu backend") != std::string::npos);
+
+  mt::Ref q3 = cpu_tensor(rng, {2, 5, 64});
+  msg = error_of([&] { mt::ops::flash_attention(q3, k, v, false, 0); }, &code);
+  CHECK(code == mt::Code::SHAPE);
+  CHECK(msg.find("q, k, v must be [B, H, T, D]: q is [2,5,64]") != std::string::npos);
+  CHECK_FALSE(mt::ops::flash_attention_applies(q3, k, v, false));
+
+  mt::Ref k2 = cpu_tensor(rng, {1, 3, 5, 64});
+  msg = error_of([&] { mt::ops::flash_attention(q, k2, k2, false, 0); }, &code);
+  CHECK(code == mt::Code::SHAPE);
+  CHECK(msg.find("expected k and v [1, 2, S, 64]") != std::string::npos);
+}
