@@ -720,9 +720,7 @@ MT_API mt_status mt_optim_zero_grad(mt_optimizer *opt) {
 
 MT_API mt_status mt_optim_set_lr(mt_optimizer *opt, double lr) {
   return guard("mt_optim_set_lr", [&] {
-    Optimizer *o = optimizer_arg(opt);
-    MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
-    o->lr = lr;
+    optimizer_set_lr(*optimizer_arg(opt), lr);
   });
 }
 

@@ -30,6 +30,8 @@ void check_params(const std::vector<Ref> &params) {
   }
 }
 Optimizer *register_optimizer(Optimizer *opt) {
+  for (const Ref &p : opt->params)
+    if (p->device == Device::CUDA && !opt->lr_device) opt->lr_device = ops::full({}, opt->lr, DType::F64, p->device);
   std::lock_guard<std::mutex> lock(g_opt_mu);
   live_optimizers().insert(opt);
   return opt;
@@ -137,6 +139,7 @@ void adam_step(Optimizer &opt) {
       a.step = 1;
       a.step_counters = grp.counters.data();
     }
+    if ((Device)std::get<0>(kv.first) == Device::CUDA && opt.lr_device) a.lr_device = (const double *)opt.lr_device->data();
     backend_for((Device)std::get<0>(kv.first)).adam_step(a);
   }
   // Counted after every group ran, so a failed update does not advance the counters.
@@ -215,9 +218,16 @@ void optimizer_step(Optimizer &opt) {
     a.weight_decay = opt.weight_decay;
     a.nesterov = opt.nesterov;
     a.first_step = std::get<2>(kv.first);
+    if ((Device)std::get<0>(kv.first) == Device::CUDA && opt.lr_device) a.lr_device = (const double *)opt.lr_device->data();
     backend_for((Device)std::get<0>(kv.first)).sgd_step(a);
   }
   opt.steps++;
+}
+
+void optimizer_set_lr(Optimizer &opt, double lr) {
+  MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
+  if (opt.lr_device) opt.lr_device->backend().copy_from_host(opt.lr_device->data(), &lr, sizeof lr);
+  opt.lr = lr;
 }
 
 void zero_grad(Tensor &t) {
@@ -305,7 +315,7 @@ void optimizer_load(Optimizer &opt, const std::string &path) {
       steps[i] = *(const int64_t *)s->data();
     }
   }
-  opt.lr = *(const double *)lr->data();
+  optimizer_set_lr(opt, *(const double *)lr->data());
   if (opt.kind == Optimizer::Kind::SGD) {
     opt.velocity = vel;
   } else {

@@ -15,6 +15,9 @@ struct mt_optimizer {
   // Adam on CUDA: the same counts as int64 scalars on the device, which the update reads and
   // advances (so a recorded step replays correctly); they, not param_steps, are authoritative there.
   std::vector<mt::Ref> step_counters;
+  // The learning rate as a float64 scalar on the GPU when a parameter lives there: the fused
+  // updates read it, so a recorded step follows set_lr (mirrors lr).
+  mt::Ref lr_device;
   double lr = 0, momentum = 0, weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;
@@ -33,6 +36,8 @@ void optimizer_free(Optimizer *opt);
 Ref clip_grad_norm(const std::vector<Ref> &params, double max_norm);
 bool is_live_optimizer(const Optimizer *opt);
 void optimizer_step(Optimizer &opt);
+// Sets the learning rate (and its device copy). Fails with STATE while a graph is recorded.
+void optimizer_set_lr(Optimizer &opt, double lr);
 void optimizer_zero_grad(Optimizer &opt);
 // Sets every element of t's gradient to zero (no-op without one).
 void zero_grad(Tensor &t);

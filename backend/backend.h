@@ -101,6 +101,9 @@ struct SgdArgs {
   double lr = 0, momentum = 0, weight_decay = 0;
   bool nesterov = false;
   bool first_step = false;
+  // When set (CUDA), the learning rate is read on the device from this double instead of
+  // lr, so a recorded update follows later changes of the learning rate.
+  const double *lr_device = nullptr;
 };
 
 // One Adam/AdamW update over many parameters (torch.optim.Adam / AdamW):
@@ -122,6 +125,7 @@ struct AdamArgs {
   // read on the device, and the counters are incremented after the update, so the update
   // can be recorded into a graph and replayed; `step` is then ignored.
   int64_t *const *step_counters = nullptr;
+  const double *lr_device = nullptr;  // as SgdArgs::lr_device
 };
 
 class Backend {

@@ -49,6 +49,8 @@ struct AdamHyper {
   A lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, decay, bc1, bc2;
   bool decoupled;
   double beta1_f64, beta2_f64;  // for bias corrections computed on the device
+  double weight_decay_f64;
+  const double *lr_device;      // when set, lr (and the AdamW decay) are read from here
 };
 
 // One element, in the CPU reference's order of operations.
@@ -67,6 +69,11 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(const __grid_constant__ 
   const int t = table_tensor_of_block(tab);
   T *p = static_cast<T *>(tab.p[t]);
   const T *g = static_cast<const T *>(tab.g[t]);
+  if (h.lr_device) {
+    const double lr = *h.lr_device;
+    h.lr = (A)lr;
+    h.decay = (A)(1.0 - lr * h.weight_decay_f64);
+  }
   if (tab.step[t]) {  // the step lives on the device: this update is step *counter + 1
     const double s = (double)(*tab.step[t] + 1);
     h.bc1 = (A)(1.0 - pow(h.beta1_f64, s));
@@ -140,7 +147,8 @@ void adam_step(Context &c, const AdamArgs &a) {
     const AdamHyper<A> h{(A)a.lr,           (A)a.beta1,        (A)a.beta2, (A)(1.0 - a.beta1),
                          (A)(1.0 - a.beta2), (A)a.eps,          (A)a.weight_decay,
                          (A)(1.0 - a.lr * a.weight_decay),      (A)bc1,     (A)bc2,
-                         a.decoupled,       a.beta1,           a.beta2};
+                         a.decoupled,       a.beta1,           a.beta2,
+                         a.weight_decay,    a.lr_device};
     for_each_table<AdamTable, kMaxTensors>(
         "adam_step", a.count, a.numel, kChunk,
         [&](AdamTable &tab, int t, int64_t i) {

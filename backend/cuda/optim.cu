@@ -41,6 +41,7 @@ template <class A>
 struct SgdHyper {
   A lr, momentum, weight_decay;
   bool nesterov, first_step;
+  const double *lr_device;  // when set, lr is read from here
 };
 
 // One element's update; v is read only when momentum != 0 and not on the first step.
@@ -63,6 +64,7 @@ __global__ void __launch_bounds__(kThreads) sgd_kernel(const __grid_constant__ S
   T *p = static_cast<T *>(tab.p[t]);
   const T *g = static_cast<const T *>(tab.g[t]);
   T *v = static_cast<T *>(tab.v[t]);
+  if (h.lr_device) h.lr = (A)*h.lr_device;
   const bool mom = h.momentum != A(0);
   const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
   const int64_t end = min(begin + kChunk, tab.n[t]);
@@ -124,7 +126,7 @@ void launch_sgd_step(const SgdArgs &a) {
   dispatch_float(a.dtype, "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Compute<T>;
-    const SgdHyper<A> h{(A)a.lr, (A)a.momentum, (A)a.weight_decay, a.nesterov, a.first_step};
+    const SgdHyper<A> h{(A)a.lr, (A)a.momentum, (A)a.weight_decay, a.nesterov, a.first_step, a.lr_device};
     for_each_table<SgdTable, kMaxTensors>(
         "sgd_step", a.count, a.numel, kChunk,
         [&](SgdTable &tab, int t, int64_t i) {

@@ -52,6 +52,7 @@ typedef struct mnist_train_options {
   int gpu_epochs;            /* epochs without --epochs on CUDA (1 on the CPU) */
   const char *csv_mnist, *csv_fashion; /* the default --csv paths */
   int no_graph;              /* --no-graph: every step eager on CUDA too */
+  int lr_decay_epoch;        /* --lr-decay-epoch E: lr x 0.1 after epoch E (0: constant lr) */
 } mnist_train_options;
 
 /* mnist_defaults() with no --limit yet, Adam, momentum 0.9, the default device, 10 epochs on
@@ -67,6 +68,7 @@ static inline mnist_train_options mnist_train_defaults(const char *csv_mnist, co
   t.csv_mnist = csv_mnist;
   t.csv_fashion = csv_fashion;
   t.no_graph = 0;
+  t.lr_decay_epoch = 0;
   return t;
 }
 
@@ -96,6 +98,7 @@ static inline void mnist_train_parse(mnist_train_options *t, int argc, char **ar
     if (!strcmp(a, "--optim")) t->optim = v;
     else if (!strcmp(a, "--momentum")) t->momentum = atof(v);
     else if (!strcmp(a, "--device")) t->device = v;
+    else if (!strcmp(a, "--lr-decay-epoch")) t->lr_decay_epoch = atoi(v);
     else usage();
     i++;
   }
@@ -109,7 +112,7 @@ static inline void mnist_train_parse(mnist_train_options *t, int argc, char **ar
 #define MNIST_TRAIN_USAGE                                                                                      \
   "[--data DIR] [--fashion] [--device cpu|cuda] [--optim adam|sgd] [--lr LR]\n"                              \
   "       [--momentum M] [--epochs N] [--batch B] [--limit N] [--test-limit N] [--seed S] [--standardize]\n" \
-  "       [--csv PATH] [--no-graph]"
+  "       [--csv PATH] [--no-graph] [--lr-decay-epoch E]"
 
 /* The model and what it needs to see a flat batch as images. */
 typedef struct mnist_train_model {
@@ -215,6 +218,7 @@ static inline int mnist_train_run(mnist_train_options *t, const char *name, cons
          (long long)nn_sequential_numel(&model.net));
   printf("training: %s lr %g", sgd ? "SGD" : "Adam", o->lr);
   if (sgd) printf(" momentum %g", t->momentum);
+  if (t->lr_decay_epoch > 0) printf(", x0.1 after epoch %d", t->lr_decay_epoch);
   printf("; batch %lld; %d epoch%s\n", (long long)o->batch, o->epochs, o->epochs == 1 ? "" : "s");
   fflush(stdout);
 
@@ -231,6 +235,8 @@ static inline int mnist_train_run(mnist_train_options *t, const char *name, cons
     mnist_epoch ep;
     int64_t s;
     double train_loss;
+    /* the recorded update reads the learning rate on the device: replays follow the change */
+    if (t->lr_decay_epoch > 0 && i == t->lr_decay_epoch + 1) CHECK(mt_optim_set_lr(opt, o->lr * 0.1));
     mnist_epoch_begin(&ep, &ld, o->seed, i, o->epochs, dev);
     mnist_epoch_track_accuracy(&ep, dev);
     nn_sequential_train(&model.net, 1);

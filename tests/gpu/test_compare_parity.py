@@ -25,19 +25,9 @@ import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from test_frontend_support import mt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_support import GPU, HAVE_TORCH, RUN, SELF_TEST, SKIP_WHY, mt, torch  # noqa: E402,F401
 
-SELF_TEST = os.environ.get("MT_PARITY_DEVICE") == "cpu"
-GPU = "cpu" if SELF_TEST else "cuda"
-RUN = SELF_TEST or mt.cuda.is_available()
-SKIP_WHY = "no usable GPU; MT_PARITY_DEVICE=cpu checks the harness on the CPU"
-try:
-    import torch
-    HAVE_TORCH = not SELF_TEST and torch.cuda.is_available()
-except ImportError:
-    torch = None
-    HAVE_TORCH = False
 
 M = 1 << 20
 SHAPES = [((1000, 1001), (1000, 1001)), ((37, 1, 129), (1, 65, 1)), ((33,), ()), ((513, 257), (513, 1)),

@@ -41,7 +41,7 @@ class GraphReplay(TestCase):
         g = mt.Generator().manual_seed(11)
         return [(mt.randn(32, 6, generator=g), mt.randn(32, 3, generator=g)) for _ in range(self.STEPS + 1)]
 
-    def run_pair(self, make_opt):
+    def run_pair(self, make_opt, schedule=None):
         data = self.batches()
 
         def step(model, opt, x, y):
@@ -54,18 +54,28 @@ class GraphReplay(TestCase):
         # eager: STEPS + 1 steps
         eager = make_model(3)
         opt_e = make_opt(eager.parameters())
-        eager_losses = [step(eager, opt_e, x, y).item() for x, y in data]
+        def set_lr(opt, i):
+            if schedule:
+                for group in opt.param_groups:
+                    group["lr"] = schedule(i)
+
+        eager_losses = []
+        for i, (x, y) in enumerate(data):
+            set_lr(opt_e, i)
+            eager_losses.append(step(eager, opt_e, x, y).item())
 
         # recorded: one eager step (creates grads and state), then record, then replay STEPS times
         model = make_model(3)
         opt = make_opt(model.parameters())
+        set_lr(opt, 0)
         first = step(model, opt, *data[0]).item()
         x_s, y_s = data[1][0].clone(), data[1][1].clone()
         g = mt.cuda.CUDAGraph()
         with mt.cuda.graph(g):
             loss_s = step(model, opt, x_s, y_s)
         losses = [first]
-        for x, y in data[1:]:
+        for i, (x, y) in enumerate(data[1:], 1):
+            set_lr(opt, i)            # a recorded update reads the learning rate on the device
             x_s.copy_(x)
             y_s.copy_(y)
             g.replay()
@@ -86,6 +96,11 @@ class GraphReplay(TestCase):
 
     def test_adamw_state_after_replays(self):
         self.run_pair(lambda ps: mt.optim.AdamW(ps, lr=1e-2, weight_decay=0.1))
+
+    def test_learning_rate_schedule_reaches_replays(self):
+        sched = lambda i: 1e-2 * (0.5 ** i)  # noqa: E731
+        self.run_pair(lambda ps: mt.optim.AdamW(ps, lr=1e-2, weight_decay=0.1), sched)
+        self.run_pair(lambda ps: mt.optim.SGD(ps, lr=0.1, momentum=0.9), lambda i: 0.1 / (1 + i))
 
 
 if __name__ == "__main__":

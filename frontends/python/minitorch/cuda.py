@@ -59,6 +59,8 @@ class CUDAGraph:
     def replay(self):
         if self._handle is None:
             raise RuntimeError("nothing recorded: capture a graph before replaying it")
+        from .optim.optimizer import sync_learning_rates
+        sync_learning_rates()  # recorded updates read the learning rate on the device
         lib.mt_graph_replay(self._handle)
 
     def reset(self):

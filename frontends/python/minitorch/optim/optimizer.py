@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 from ctypes import byref, c_double, c_void_p
 
 from .._lib import lib
@@ -17,6 +18,18 @@ class _Required:
 
 
 required = _Required()
+
+# Every optimizer alive, so that a replayed CUDA graph (whose recorded updates read the
+# learning rate on the device) sees a learning rate changed in param_groups since.
+_LIVE = weakref.WeakSet()
+
+
+def sync_learning_rates():
+    """Pushes each live optimizer's changed group['lr'] to the library (CUDAGraph.replay
+    calls it; step() does the same for its own optimizer)."""
+    for opt in list(_LIVE):
+        if all(h is not None for h, _, _ in opt._handles):
+            opt._sync()
 
 
 class Optimizer:
@@ -42,6 +55,7 @@ class Optimizer:
             groups = [{"params": groups}]
         for g in groups:
             self.add_param_group(g)
+        _LIVE.add(self)
 
     def add_param_group(self, group):
         group = dict(group)
