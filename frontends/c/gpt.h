@@ -3,7 +3,8 @@
  * conventions: pre-LN blocks x + attn(ln_1(x)), x + mlp(ln_2(x)) with a 4x GELU MLP, token and
  * learned position embeddings, a final LayerNorm and a vocabulary head (a Linear without bias,
  * optionally tied to the token embedding). Attention is multi-head and causal: one fused qkv
- * Linear, reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention.
+ * Linear, reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention (in float32, or in bfloat16
+ * with cfg.bf16_attention: gpt_attention).
  * Header-only C99; needs nn.h (and so minitorch.h, <math.h>, <stdio.h>) and <string.h>.
  *
  * Contents: gpt_config and the structs; gpt_free / gpt_init (GPT-2's initialisation);
@@ -25,7 +26,7 @@
  * ln_f.weight, ln_f.bias, lm_head.weight (absent when tied). Shapes as torch.nn.Linear's
  * ([out, in]), so a PyTorch state_dict saved as safetensors loads here as is.
  *
- *   gpt_config cfg = {65, 128, 2, 4, 64, 0};            // vocab, context, layers, heads, d, tie
+ *   gpt_config cfg = {65, 128, 2, 4, 64, 0, 0};         // vocab, context, layers, heads, d, tie, bf16 attention
  *   gpt g;
  *   gpt_init(&g, &cfg, 1, dev);
  *   gpt_loss(&loss, &logits, &g, idx, targets);         // idx [B,T] int64, targets [B*T] int64
@@ -51,6 +52,7 @@ typedef struct gpt_config {
   int64_t context; /* the longest sequence (rows of wpe) */
   int64_t n_layer, n_head, d_model;
   int64_t tie;     /* 1: lm_head.weight is wte.weight */
+  int64_t bf16_attention; /* 1: attention runs in bfloat16 (gpt_attention); how it runs, not part of the model */
 } gpt_config;
 
 typedef struct gpt_block {
@@ -169,12 +171,13 @@ static inline void gpt_list_params(gpt *g) {
 /* Checks a configuration; prints the reason and returns MT_ERR_INVALID_ARGUMENT when bad. */
 static inline mt_status gpt_config_check(const gpt_config *c) {
   if (c->vocab < 1 || c->context < 1 || c->n_head < 1 || c->d_model < 1 || c->n_layer < 0 ||
-      c->n_layer > GPT_MAX_LAYERS || c->d_model % c->n_head != 0 || (c->tie != 0 && c->tie != 1)) {
+      c->n_layer > GPT_MAX_LAYERS || c->d_model % c->n_head != 0 || (c->tie != 0 && c->tie != 1) ||
+      (c->bf16_attention != 0 && c->bf16_attention != 1)) {
     fprintf(stderr,
             "gpt: bad configuration: vocab %lld, context %lld, %lld layers (0 to %d), %lld heads, d_model %lld "
-            "(a multiple of the heads), tie %lld\n",
+            "(a multiple of the heads), tie %lld, bf16_attention %lld\n",
             (long long)c->vocab, (long long)c->context, (long long)c->n_layer, GPT_MAX_LAYERS,
-            (long long)c->n_head, (long long)c->d_model, (long long)c->tie);
+            (long long)c->n_head, (long long)c->d_model, (long long)c->tie, (long long)c->bf16_attention);
     return MT_ERR_INVALID_ARGUMENT;
   }
   return MT_OK;
@@ -270,6 +273,36 @@ static inline void gpt_release_all(mt_tensor **tmp, int n) {
   }
 }
 
+/* *out = causal attention of q, k, v [B, H, T, Dh] (float32): mt_scaled_dot_product_attention,
+ * in float32, or with c->bf16_attention in bfloat16: q, k, v cast to it (mt_tensor_cast, which
+ * the tape differentiates, so the gradients come back as float32) and the output cast back. */
+static inline mt_status gpt_attention(mt_tensor **out, const gpt_config *c, mt_tensor *q, mt_tensor *k,
+                                      mt_tensor *v) {
+  enum { QH, KH, VH, YH, N_TMP };
+  mt_tensor *t[N_TMP] = {NULL};
+  mt_status st;
+  *out = NULL;
+  if (!c->bf16_attention) return mt_scaled_dot_product_attention(out, q, k, v, 1);
+  if ((st = mt_tensor_cast(&t[QH], q, MT_BF16)) != MT_OK || (st = mt_tensor_cast(&t[KH], k, MT_BF16)) != MT_OK ||
+      (st = mt_tensor_cast(&t[VH], v, MT_BF16)) != MT_OK ||
+      (st = mt_scaled_dot_product_attention(&t[YH], t[QH], t[KH], t[VH], 1)) != MT_OK ||
+      (st = mt_tensor_cast(out, t[YH], MT_F32)) != MT_OK)
+    *out = NULL;
+  gpt_release_all(t, N_TMP);
+  return st;
+}
+
+/* Which kernels gpt_attention runs for configuration c on dev, in words: the library takes its
+ * FlashAttention-2 kernels for CUDA, bfloat16 (or float16) and head dim 64 or 128, the composed
+ * path (matmul, mask, softmax, matmul) otherwise. */
+static inline const char *gpt_attention_path(const gpt_config *c, mt_device dev) {
+  const int64_t dh = c->d_model / (c->n_head > 0 ? c->n_head : 1);
+  if (!c->bf16_attention) return "float32, composed";
+  if (dev != MT_CUDA) return "bfloat16, composed (FlashAttention runs on CUDA only)";
+  if (dh != 64 && dh != 128) return "bfloat16, composed (FlashAttention takes head dim 64 or 128)";
+  return "bfloat16, FlashAttention-2";
+}
+
 /* *out = x + attn(ln_1(x)), then + mlp(ln_2(.)): x [B, T, D] -> [B, T, D]. */
 static inline mt_status gpt_block_forward(mt_tensor **out, const gpt_block *b, const gpt_config *c, mt_tensor *x,
                                           int64_t B, int64_t T) {
@@ -287,8 +320,7 @@ static inline mt_status gpt_block_forward(mt_tensor **out, const gpt_block *b, c
       (st = mt_slice(&t[Q], t[QKVP], 0, 0, 1)) != MT_OK || (st = mt_slice(&t[K], t[QKVP], 0, 1, 2)) != MT_OK ||
       (st = mt_slice(&t[V], t[QKVP], 0, 2, 3)) != MT_OK || (st = mt_reshape(&t[Q4], t[Q], s4, 4)) != MT_OK ||
       (st = mt_reshape(&t[K4], t[K], s4, 4)) != MT_OK || (st = mt_reshape(&t[V4], t[V], s4, 4)) != MT_OK ||
-      /* a --bf16-attention switch would cast q, k, v here and the output back */
-      (st = mt_scaled_dot_product_attention(&t[Y], t[Q4], t[K4], t[V4], 1)) != MT_OK || /* [B, H, T, Dh] */
+      (st = gpt_attention(&t[Y], c, t[Q4], t[K4], t[V4])) != MT_OK ||             /* [B, H, T, Dh] */
       (st = mt_permute(&t[YT], t[Y], perm4, 4)) != MT_OK ||                        /* [B, T, H, Dh] */
       (st = mt_reshape(&t[YM], t[YT], s3, 3)) != MT_OK ||
       (st = nn_linear_forward(&t[ATT], &b->proj, t[YM])) != MT_OK ||

@@ -1,7 +1,8 @@
 """workloads_cnn - the convolutional rows of `make bench`: mt_conv2d forward and forward+backward
 on a ResNet-style layer (x 64×64×56×56, w 64×64×3×3, padding 1) and on the two convolutions of the
 roadmap CNN at batch 64 (1→8 on 28×28, 8→16 on 14×14), for minitorch's automatic choice of path
-and for each forced path (mt_set_conv_algo 1: im2col + GEMM, 2: cuDNN), against
+and for each forced path (mt_set_conv_algo 1: im2col + GEMM, 2: cuDNN; path 1's forward+backward
+also under each col2im generation of the internal hook mt_study_col2im), against
 torch.nn.functional.conv2d; then the roadmap CNN and LeNet-5 trainings (the C demos
 build/mnist_cnn and build/lenet5 against the same recipe in PyTorch eager, same data, same device,
 same process run).
@@ -43,6 +44,8 @@ DRY_SHAPES = [  # the same layers, small enough for the CPU reference kernels
     ("roadmap CNN conv2 8→16", (4, 8, 14, 14), (16, 8, 3, 3), 1),
 ]
 ALGOS = [(0, "auto"), (1, "im2col+GEMM"), (2, "cuDNN")]
+# path 1's col2im generations (mt_study_col2im, an internal hook; 0 is production)
+COL2IM_VARIANTS = [(1, "gather"), (2, "shared-memory tiles")]
 # float32 sums of up to C·R·S = 576 (forward) and N·Ho·Wo = 6272 (weight gradient) terms in
 # different orders: 1e-4 relative is the long-reduction tolerance of DESIGN.md
 CONV_TOL = 1e-4
@@ -167,6 +170,33 @@ def _torch_conv_timings(ctx, xs, ws, pad):
     return fwd, both
 
 
+def _col2im_rows(ctx, what, shape, xs, ws, pad, flops, t_both):
+    """Path 1's forward+backward under each col2im generation: the forward and the weight gradient
+    are the same in every row, so the difference between the rows is col2im's."""
+    hook = getattr(U.LIB, "mt_study_col2im", None)
+    label = "conv2d %s forward+backward, path 1 (im2col+GEMM), col2im %d (%s)"
+    if hook is None:
+        return [Row(label % (what, v, name), shape, None, t_both, note="skipped: the library has no mt_study_col2im")
+                for v, name in COL2IM_VARIANTS]
+    hook.restype = c_int64
+    hook.argtypes = [c_int64]
+    rows = []
+    for variant, name in COL2IM_VARIANTS:
+        st, prev = _set_algo(1)
+        try:
+            U.check(st, "mt_set_conv_algo")
+            if hook(variant) != 0:
+                raise RuntimeError("mt_study_col2im(%d) refused" % variant)
+            note = _check_conv(ctx, xs, ws, pad)
+            _, both = _mt_conv_timings(ctx, xs, ws, pad)
+        finally:
+            hook(0)
+            U.LIB.mt_set_conv_algo(c_int64(prev), None)
+        rows.append(Row(label % (what, variant, name), shape, both, t_both, work_flops=3 * flops,
+                        note="d(sum(out)) w.r.t. x, w, b; " + note))
+    return rows
+
+
 def bench_conv2d(ctx):
     """mt_conv2d forward and forward+backward, each path, vs torch conv2d"""
     need("mt_conv2d", "mt_set_conv_algo", "mt_backward", "mt_tensor_grad", "mt_tensor_clear_grad")
@@ -192,6 +222,8 @@ def bench_conv2d(ctx):
                             work_flops=flops, note=note))
             rows.append(Row("conv2d %s forward+backward, path %d (%s)" % (what, algo, name), shape, both, t_both,
                             work_flops=3 * flops, note="d(sum(out)) w.r.t. x, w, b"))
+            if algo == 1:
+                rows.extend(_col2im_rows(ctx, what, shape, xs, ws, pad, flops, t_both))
     return rows
 
 
@@ -234,6 +266,9 @@ def _torch_model(torch, arch):
                          nn.Linear(84, 10))
 
 
+LENET_DECAY_EPOCH = 10  # lenet5.c: Adam lr 1e-3, then 1e-4 after this epoch
+
+
 def _torch_train(ctx, arch, d, epochs):
     """The anchor: PyTorch eager, the demo's recipe (Adam lr 1e-3, batch 64, pixels / 255, shuffled
     each epoch), the data resident on the device. Returns (training ms, test accuracy, peak MiB):
@@ -253,7 +288,10 @@ def _torch_train(ctx, arch, d, epochs):
     if ctx.torch_cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for _ in range(epochs):
+    for epoch in range(1, epochs + 1):
+        if arch == "lenet5" and epoch == LENET_DECAY_EPOCH + 1:   # the demo's schedule
+            for group in opt.param_groups:
+                group["lr"] = 1e-4
         perm = torch.randperm(n, device=ctx.tdev)
         for i in range(0, n, 64):
             idx = perm[i:i + 64]
@@ -314,7 +352,8 @@ def _bench_training(ctx, arch, label, d, extra, target):
         note += "; peak memory %.1f MiB (mt_live_bytes high-water mark)%s" % (peak, t_note)
     note += "; training time only, evaluation excluded"
     what = "roadmap CNN" if arch == "mnist_cnn" else "LeNet-5"
-    return [Row("%s %s, Adam lr 1e-3, batch 64 (build/%s)" % (label, what, arch), "%d epoch%s" %
+    recipe = "Adam lr 1e-3" if arch == "mnist_cnn" else "Adam lr 1e-3, 1e-4 after epoch %d" % LENET_DECAY_EPOCH
+    return [Row("%s %s, %s, batch 64 (build/%s)" % (label, what, recipe, arch), "%d epoch%s" %
                 (epochs, "" if epochs == 1 else "s"), mt_ms, t_ms, note=note)]
 
 

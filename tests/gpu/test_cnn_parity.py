@@ -6,6 +6,11 @@ importable, against PyTorch: forward values and every gradient, through the Pyth
               large enough to split the im2col column buffer into chunks), with and without
               bias; each CUDA path forced with mt_set_conv_algo: 1 (im2col + GEMM), 2 (cuDNN;
               skipped when the build has none), and 0 (the timed choice)
+  col2im      the im2col path's input gradient under each col2im generation (mt_study_col2im,
+              an internal hook: 1 gather, 2 shared-memory tiles, 0 production) against the CPU
+              in float64, on shapes with strides 1-3, paddings, dilations, odd and non-square
+              sizes, kernels 1-7 and 14 (the shared generation's fallback in float64); the two
+              generations add the same taps in the same order, so their dx agree bit for bit
   pools       overlapping and disjoint windows
   batch_norm  training (incl. the running-statistic update), eval, [N,C] and [N,C,H,W]
 
@@ -22,21 +27,16 @@ import sys
 import unittest
 from ctypes import byref, c_int64
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from test_frontend_support import mt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_support import GPU, HAVE_TORCH, RUN, SELF_TEST, SKIP_WHY, mt, torch  # noqa: E402,F401
 
 from minitorch._lib import lib  # noqa: E402
 
-SELF_TEST = os.environ.get("MT_PARITY_DEVICE") == "cpu"
-GPU = "cpu" if SELF_TEST else "cuda"
-RUN = SELF_TEST or mt.cuda.is_available()
-SKIP_WHY = "no usable GPU; MT_PARITY_DEVICE=cpu checks the harness on the CPU"
-try:
-    import torch
-    HAVE_TORCH = not SELF_TEST and torch.cuda.is_available()
-except ImportError:
-    torch = None
-    HAVE_TORCH = False
+STUDY_COL2IM = getattr(lib._cdll, "mt_study_col2im", None)  # CUDA builds only
+if STUDY_COL2IM is not None:
+    STUDY_COL2IM.restype = c_int64
+    STUDY_COL2IM.argtypes = [c_int64]
+
 
 F = mt.nn.functional
 TOL_CONV = {mt.float32: 1e-4, mt.float64: 1e-12}
@@ -147,6 +147,60 @@ class ConvParity(unittest.TestCase):
                 continue
             ref = mt.tensor(tv.detach().cpu().tolist(), dtype=mt.float32, device="cpu")
             self.assertLess(rel_err(gv, ref), 1e-4, "torch %s case %d" % (name, i))
+
+
+# (x shape, w shape, stride, padding, dilation) for the col2im generations: none is 1x1 with
+# stride 1 and no padding (that takes no col2im)
+COL2IM_CASES = [
+    ((2, 3, 17, 23), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1)),
+    ((2, 4, 19, 13), (3, 4, 3, 3), (2, 2), (1, 1), (1, 1)),
+    ((1, 5, 31, 29), (2, 5, 5, 5), (3, 3), (2, 2), (1, 1)),
+    ((2, 2, 40, 37), (3, 2, 7, 7), (1, 1), (3, 3), (1, 1)),
+    ((2, 3, 25, 33), (2, 3, 7, 7), (2, 3), (3, 1), (1, 1)),
+    ((1, 3, 27, 21), (2, 3, 3, 5), (1, 2), (0, 2), (2, 1)),      # dilation, non-square kernel
+    ((2, 2, 23, 26), (3, 2, 5, 3), (3, 1), (4, 0), (2, 3)),
+    ((1, 1, 33, 34), (1, 1, 7, 7), (3, 2), (3, 3), (2, 2)),
+    ((3, 4, 9, 11), (5, 4, 1, 1), (2, 3), (1, 0), (1, 1)),       # strided 1x1 with padding
+    ((2, 6, 14, 14), (16, 6, 5, 5), (1, 1), (0, 0), (1, 1)),     # LeNet-5 conv2
+    ((2, 8, 70, 66), (4, 8, 3, 3), (1, 1), (1, 1), (1, 1)),      # several tiles each way
+    ((1, 2, 5, 3), (2, 2, 5, 3), (1, 1), (0, 0), (1, 1)),        # the kernel covers the image
+    ((2, 3, 8, 40), (2, 3, 1, 7), (1, 3), (0, 3), (1, 2)),       # 1xK
+    ((1, 2, 11, 11), (2, 2, 2, 2), (3, 3), (0, 0), (1, 1)),      # stride > kernel: pixels with no tap
+    ((2, 1, 1, 9), (2, 1, 1, 3), (1, 2), (0, 1), (1, 1)),        # one row
+    ((1, 2, 20, 20), (2, 2, 14, 14), (1, 1), (3, 3), (1, 1)),    # 196 taps: float64 slab > 48 KB
+]
+
+
+@unittest.skipUnless(RUN and STUDY_COL2IM is not None,
+                     SKIP_WHY if not RUN else "the library has no mt_study_col2im (a CPU-only build)")
+class Col2imGenerations(unittest.TestCase):
+    def tearDown(self):
+        STUDY_COL2IM(0)
+        set_algo(0)
+
+    def test_hook_refuses_unknown_variants(self):
+        for bad in (-1, 3, 100):
+            self.assertNotEqual(STUDY_COL2IM(bad), 0, "variant %d" % bad)
+        for good in (0, 1, 2):
+            self.assertEqual(STUDY_COL2IM(good), 0, "variant %d" % good)
+
+    def test_dx_every_generation(self):
+        for dt in (mt.float32, mt.float64):
+            for i, (xs, ws, stride, pad, dil) in enumerate(COL2IM_CASES):
+                mt.manual_seed(400 + i)
+                x, w = mt.randn(*xs, dtype=dt, device="cpu"), mt.randn(*ws, dtype=dt, device="cpu")
+                y_shape = F.conv2d(x[:1], w, None, stride, pad, dil).shape
+                g = mt.randn(xs[0], *y_shape[1:], dtype=dt, device="cpu")
+                ref = conv_grads(x.double(), w.double(), None, g.double(), stride, pad, dil)[1]
+                self.assertTrue(set_algo(1))
+                got = {}
+                for variant in (0, 1, 2):
+                    self.assertEqual(STUDY_COL2IM(variant), 0)
+                    got[variant] = conv_grads(x.to(GPU), w.to(GPU), None, g.to(GPU), stride, pad, dil)[1]
+                    what = "col2im %d %s case %d %s" % (variant, dt, i, (xs, ws, stride, pad, dil))
+                    self.assertLess(rel_err(got[variant], ref), TOL_CONV[dt], "dx " + what)
+                # the same dcol (the same GEMM) summed in the same order: equal bit for bit
+                self.assertEqual(rel_err(got[2], got[1]), 0.0, "gather vs shared %s case %d" % (dt, i))
 
 
 @unittest.skipUnless(RUN, SKIP_WHY)
