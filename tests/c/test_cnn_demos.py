@@ -28,7 +28,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_data_demos import fake_mnist, idx_bytes, read_metrics  # noqa: E402
+from test_data_demos import fake_mnist, idx_bytes, read_metrics, run_demo  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("MINITORCH_BUILD", os.path.join(ROOT, "build")))
@@ -77,14 +77,7 @@ class CnnDemos(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_demo(self, name, *args, expect_rc=0):
-        exe = os.path.join(BUILD, name)
-        self.assertTrue(os.access(exe, os.X_OK), "%s not built (frontends/c/%s.c; run make)" % (exe, name))
-        p = subprocess.run([exe] + list(args), capture_output=True, text=True, timeout=TIMEOUT_S, cwd=self.tmp)
-        self.assertEqual(p.returncode, expect_rc, "%s %s exited %d\n--- stdout\n%s--- stderr\n%s"
-                         % (name, " ".join(args), p.returncode, p.stdout, p.stderr))
-        if expect_rc == 0:
-            self.assertRegex(p.stdout, r"(?m)^live tensors: 0$")
-        return p
+        return run_demo(self, BUILD, self.tmp, name, *args, expect_rc=expect_rc)
 
     def check_training(self, p, csv_path, epochs, model_line, params):
         """The model line, the per-epoch lines, the final lines and the CSV of a finished run."""

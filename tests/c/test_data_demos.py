@@ -64,6 +64,19 @@ def read_metrics(path, columns, rows):
     return values
 
 
+def run_demo(test, build, cwd, name, *args, expect_rc=0):
+    """Runs build/name with args in cwd; test asserts the exit status and, on success, that the
+    program ended with no live tensors. Returns the CompletedProcess."""
+    exe = os.path.join(build, name)
+    test.assertTrue(os.access(exe, os.X_OK), "%s not built (frontends/c/%s.c; run make)" % (exe, name))
+    p = subprocess.run([exe] + list(args), capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd)
+    test.assertEqual(p.returncode, expect_rc, "%s %s exited %d\n--- stdout\n%s--- stderr\n%s"
+                     % (name, " ".join(args), p.returncode, p.stdout, p.stderr))
+    if expect_rc == 0:
+        test.assertRegex(p.stdout, r"(?m)^live tensors: 0$")
+    return p
+
+
 class DataDemos(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -90,14 +103,7 @@ class DataDemos(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_demo(self, name, *args, expect_rc=0):
-        exe = os.path.join(BUILD, name)
-        self.assertTrue(os.access(exe, os.X_OK), "%s not built (frontends/c/%s.c; run make)" % (exe, name))
-        p = subprocess.run([exe] + list(args), capture_output=True, text=True, timeout=TIMEOUT_S, cwd=self.tmp)
-        self.assertEqual(p.returncode, expect_rc, "%s %s exited %d\n--- stdout\n%s--- stderr\n%s"
-                         % (name, " ".join(args), p.returncode, p.stdout, p.stderr))
-        if expect_rc == 0:
-            self.assertRegex(p.stdout, r"(?m)^live tensors: 0$")
-        return p
+        return run_demo(self, BUILD, self.tmp, name, *args, expect_rc=expect_rc)
 
     def test_mnist_mlp_sgd(self):
         out = os.path.join(self.tmp, "mlp.csv")
