@@ -190,6 +190,25 @@ class MnistExampleTest(TempDir):
         gc.collect()
         self.assertEqual(mt.live_tensors(), live)
 
+    @unittest.skipUnless(DEVICE.type == "cuda", "the recorded step runs on CUDA only")
+    def test_recorded_step_trains_as_the_eager_one(self):
+        import importlib.util
+        write_fake_mnist(self.dir, 200, 32)   # 6 full batches of 32 and a partial one per epoch
+        spec = importlib.util.spec_from_file_location("minitorch_example_mnist", MNIST)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        runs = []
+        for graph in (False, True):
+            model, history = mod.train(self.dir, epochs=2, batch=32, optim="adam", log=lambda *a: None,
+                                       show_bar=False, device="cuda", graph=graph)
+            runs.append(([p.detach().clone() for p in model.parameters()], history))
+        # the same kernels on the same batches: equal up to rounding
+        for a, b in zip(runs[0][0], runs[1][0]):
+            self.assertLess((a - b).abs().max().item(), 1e-5)
+        for (_, la, aa), (_, lb, ab) in zip(runs[0][1], runs[1][1]):
+            self.assertAlmostEqual(la, lb, delta=1e-5)
+            self.assertEqual(aa, ab)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,13 +2,15 @@
 
     python3 frontends/python/examples/mnist_mlp.py [--data DIR] [--epochs N] [--batch 64]
         [--optim sgd|adam] [--lr LR] [--momentum 0.9] [--limit N] [--test-limit N]
-        [--device cpu|cuda] [--seed 0] [--save PATH]
+        [--device cpu|cuda] [--seed 0] [--save PATH] [--no-graph]
 
 --data is the folder of the four IDX files (raw or .gz), read by the library (mt_load_idx);
 the default is where `scripts/fetch_data.sh mnist` puts them. --epochs defaults to 10 on CUDA
 and 1 on the CPU; --limit / --test-limit keep the first N images (tests use small ones).
 --save writes the trained weights with minitorch.save (safetensors). A progress bar shows the
-running loss on stderr when it is a terminal (--progress forces it).
+running loss on stderr when it is a terminal (--progress forces it). On CUDA the full-size
+training step is recorded once into a graph (minitorch.cuda.CUDAGraph) and replayed with each
+batch copied into the recorded input tensors; --no-graph runs every step eagerly.
 """
 
 import argparse
@@ -75,7 +77,7 @@ def evaluate(model, x, y, batch=1000):
 
 
 def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, momentum=0.9, limit=0,
-          test_limit=0, device=None, seed=0, save=None, show_bar=None, log=print):
+          test_limit=0, device=None, seed=0, save=None, show_bar=None, log=print, graph=True):
     minitorch.manual_seed(seed)
     device = minitorch.device(device) if device else minitorch.get_default_device()
     if epochs is None:
@@ -93,6 +95,19 @@ def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, moment
     else:
         optimizer = minitorch.optim.SGD(model.parameters(), lr=lr or 0.05, momentum=momentum)
 
+    def train_step(xb, yb):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    # On CUDA: the first full-size step runs eagerly (it creates the gradients and the optimizer
+    # state), the second is recorded, and every later full-size step is one replay.
+    use_graph = graph and device.type == "cuda"
+    recorded, warmed = None, False
+    log("training step: %s" % ("recorded once, replayed (CUDA graph)" if use_graph else "eager"))
+
     history = []
     steps = (len(x_train) + batch - 1) // batch
     for epoch in range(1, epochs + 1):
@@ -102,10 +117,21 @@ def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, moment
         for step in range(steps):
             idx = perm[step * batch:(step + 1) * batch]
             xb, yb = x_train[idx], y_train[idx]
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            optimizer.step()
+            full = xb.shape[0] == batch
+            if not (use_graph and full and warmed):
+                loss = train_step(xb, yb)
+                warmed = warmed or full
+            else:
+                if recorded is None:
+                    xb_static, yb_static = xb.clone(), yb.clone()
+                    recorded = minitorch.cuda.CUDAGraph()
+                    with minitorch.cuda.graph(recorded):
+                        loss_static = train_step(xb_static, yb_static)
+                else:
+                    xb_static.copy_(xb)
+                    yb_static.copy_(yb)
+                recorded.replay()
+                loss = loss_static
             if show_bar and (step % 20 == 0 or step + 1 == steps):
                 running = loss.item()
                 progress(step + 1, steps, running, start, "epoch %d/%d" % (epoch, epochs))
@@ -116,6 +142,8 @@ def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, moment
     if save:
         minitorch.save(model.state_dict(), save)
         log("saved the weights to %s" % save)
+    if recorded is not None:
+        recorded.reset()
     optimizer.close()
     return model, history
 
@@ -134,9 +162,10 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", default=None)
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    p.add_argument("--no-graph", action="store_true", help="run every step eagerly on CUDA too")
     a = p.parse_args(argv)
     _, history = train(a.data, a.epochs, a.batch, a.optim, a.lr, a.momentum, a.limit, a.test_limit, a.device,
-                       a.seed, a.save, show_bar=True if a.progress else None)
+                       a.seed, a.save, show_bar=True if a.progress else None, graph=not a.no_graph)
     print("final test accuracy: %.2f%%" % (100 * history[-1][2]))
     return 0
 
