@@ -1,5 +1,5 @@
 // softmax.cu - softmax / log_softmax along the last dim, forward and backward, and the
-// softmax study of issue 3 (the variants side by side, timed by scripts/bench/softmax_study.py).
+// softmax study (the variants side by side, timed by scripts/bench/softmax_study.py).
 //
 //   forward:  y (rows, cols) = softmax(x (rows, cols)) along cols, or log_softmax
 //   backward: dx (written) from y and dy, all (rows, cols):

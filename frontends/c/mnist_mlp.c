@@ -22,7 +22,7 @@
  * on the CPU, 10 epochs). Weights start as nn.Linear's
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) from the seeded Philox stream (nn.h's Sequential;
  * the data, batches and epoch loop are mnist.h's).
- * Targets (issue 3): test accuracy >= 97.5% on MNIST and >= 85% on Fashion-MNIST after 10 epochs.
+ * Targets: test accuracy >= 97.5% on MNIST and >= 85% on Fashion-MNIST after 10 epochs.
  */
 #define _POSIX_C_SOURCE 200809L
 #define DEMO_NAME "mnist_mlp"

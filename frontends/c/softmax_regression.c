@@ -21,7 +21,7 @@
  * pixels scaled to [0,1] (--standardize: also centred and scaled by the training set's
  * mean and std; then use a smaller lr, e.g. 0.02), lr 0.5, batch 64, 10 epochs, weights
  * start at zero, metrics in out/softmax_regression.csv (epoch,train_loss,test_loss,test_acc,
- * seconds). Target (issue 3): test accuracy >= 92% (92.5% measured on the CPU, seeds 1-3).
+ * seconds). Target: test accuracy >= 92% (92.5% measured on the CPU, seeds 1-3).
  * The data, batches and epoch loop are mnist.h's.
  */
 #define _POSIX_C_SOURCE 200809L

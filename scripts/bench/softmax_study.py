@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""softmax_study.py - the softmax study of issue 3: every variant of backend/cuda/softmax.cu against
+"""softmax_study.py - the softmax study: every variant of backend/cuda/softmax.cu against
 torch.softmax, row widths 32..32768, row counts up to 65536, float32 (and float16 / bfloat16).
 
   python3 scripts/bench/softmax_study.py                 the table (float32), printed

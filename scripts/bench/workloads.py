@@ -4,7 +4,7 @@ compute the same thing, and returns table rows.
 
 Contents: Ctx (sizes and handles of one run), helpers, then one function per workload
 (copy, elementwise, reductions, matmul, small-op overhead, XOR in Python, XOR as the C
-program), then WORKLOADS (the order they run in) and PENDING (work the issue asks for that
+program), then WORKLOADS (the order they run in) and PENDING (benchmarks the project plans that
 the library does not offer yet: printed as skipped lines, never faked).
 
 Inputs are large enough (256 MiB per operand at 64M floats) that caches cannot flatter a
@@ -540,7 +540,7 @@ WORKLOADS = [
     ("xor-c", bench_xor_c),
 ]
 
-# Work that issue 8 lists and the library does not offer yet, with the function it would need.
+# Benchmarks the project plans and the library does not offer yet, with the function each needs.
 PENDING = [
 ]
 
