@@ -466,7 +466,7 @@ bool vec_ok(int64_t cols, std::initializer_list<const void *> ptrs) {
 }
 
 // One forward launch of study variant `variant` (0: the production choice).
-// Returns false when the variant cannot take the shape (variant 4 without 16-byte alignment).
+// Returns false when the variant cannot take the shape (variants 4 and 5 without 16-byte alignment).
 template <class T, bool LOG>
 bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t rows, int64_t cols) {
   constexpr int N = Pack<T>::N;
@@ -478,24 +478,6 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
     const int64_t packs = cols / N;
     const bool ilp = (packs >= 32 && cols <= kWarpMaxCols) || cols >= kFwdCachedMaxCols;
     variant = vec ? (ilp ? 5 : 4) : (cols <= kWarpMaxCols ? 2 : 3);
-  }
-  if (variant == 5) {  // (5): (4) with more loads in flight per lane, or (3) with 128-bit accesses for wide rows
-    if (!vec) return false;
-    if constexpr (kVecType<T>) {
-      if (cols <= kWarpMaxCols) {
-        int G = 0, PL = 0;
-        warp_shape(cols / N, G, PL, 4);
-        const int64_t per_block = kRowThreads / G;
-        dispatch_pl<32 / N>(PL, [&](auto pl) {
-          softmax_vec_warp_kernel<T, LOG, decltype(pl)::value>
-              <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(y, x, rows, cols, G);
-        });
-      } else {
-        softmax_block_online_kernel<T, LOG, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, x, rows, cols);
-      }
-    }
-    MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax" : "softmax");
-    return true;
   }
   switch (variant) {
     case 1:
@@ -510,7 +492,8 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
     case 3:
       softmax_block_online_kernel<T, LOG, false><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, x, rows, cols);
       break;
-    case 4: {
+    case 4:
+    case 5: {  // (5): (4) with 4 packs in flight per lane; wide rows take (3) with 128-bit accesses
       if (!vec) return false;
       if constexpr (kVecType<T>) {
         constexpr int kMaxPL = (int)(kFwdCachedMaxCols / (kMaxBlockThreads * N));
@@ -518,18 +501,18 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
         int PL = 0, threads = 0;
         if (cols <= kWarpMaxCols) {
           int G = 0;
-          warp_shape(packs, G, PL);
+          warp_shape(packs, G, PL, variant == 5 ? 4 : 1);
           const int64_t per_block = kRowThreads / G;
           dispatch_pl<32 / N>(PL, [&](auto pl) {
             softmax_vec_warp_kernel<T, LOG, decltype(pl)::value>
                 <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(y, x, rows, cols, G);
           });
-        } else if (block_shape(packs, kMaxPL, PL, threads)) {
+        } else if (variant == 4 && block_shape(packs, kMaxPL, PL, threads)) {
           dispatch_pl<kMaxPL>(PL, [&](auto pl) {
             softmax_vec_block_kernel<T, LOG, decltype(pl)::value>
                 <<<grid_of(rows), threads, 0, c.stream>>>(y, x, rows, cols);
           });
-        } else {  // wider than the registers hold: (3) with 128-bit accesses
+        } else {  // (5), or wider than the registers hold: (3) with 128-bit accesses
           softmax_block_online_kernel<T, LOG, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, x, rows, cols);
         }
       }
