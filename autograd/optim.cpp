@@ -96,6 +96,11 @@ bool is_live_optimizer(const Optimizer *opt) {
 }
 
 namespace {
+// The learning rate the fused updates on device read, or null where they take it by value (CPU).
+const double *lr_on(const Optimizer &opt, Device device) {
+  return device == Device::CUDA && opt.lr_device ? (const double *)opt.lr_device->data() : nullptr;
+}
+
 void adam_step(Optimizer &opt) {
   struct Group {
     std::vector<void *> p, m, v;
@@ -139,7 +144,7 @@ void adam_step(Optimizer &opt) {
       a.step = 1;
       a.step_counters = grp.counters.data();
     }
-    if ((Device)std::get<0>(kv.first) == Device::CUDA && opt.lr_device) a.lr_device = (const double *)opt.lr_device->data();
+    a.lr_device = lr_on(opt, (Device)std::get<0>(kv.first));
     backend_for((Device)std::get<0>(kv.first)).adam_step(a);
   }
   // Counted after every group ran, so a failed update does not advance the counters.
@@ -218,7 +223,7 @@ void optimizer_step(Optimizer &opt) {
     a.weight_decay = opt.weight_decay;
     a.nesterov = opt.nesterov;
     a.first_step = std::get<2>(kv.first);
-    if ((Device)std::get<0>(kv.first) == Device::CUDA && opt.lr_device) a.lr_device = (const double *)opt.lr_device->data();
+    a.lr_device = lr_on(opt, (Device)std::get<0>(kv.first));
     backend_for((Device)std::get<0>(kv.first)).sgd_step(a);
   }
   opt.steps++;
@@ -226,7 +231,12 @@ void optimizer_step(Optimizer &opt) {
 
 void optimizer_set_lr(Optimizer &opt, double lr) {
   MT_CHECK(lr >= 0, INVALID_ARGUMENT, "learning rate must be >= 0, got %g", lr);
-  if (opt.lr_device) opt.lr_device->backend().copy_from_host(opt.lr_device->data(), &lr, sizeof lr);
+  if (opt.lr_device) {
+    Backend &be = opt.lr_device->backend();
+    // A recorded fill would reset the rate at every replay: set it between replays instead.
+    MT_CHECK(!be.capturing(), STATE, "the learning rate cannot be set while a graph is being recorded");
+    be.fill(opt.lr_device->data(), 1, DType::F64, lr);  // stream-ordered: no host synchronization per step
+  }
   opt.lr = lr;
 }
 
