@@ -127,7 +127,15 @@ $(OBJ)/%.o: %.cpp
 
 $(OBJ)/%.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(NVCC_TARGET_ARCH) -MMD -MP -c $< -o $@
+
+# The Hopper-only kernels (wgmma) are built for sm_90a alone, whatever CUDA_ARCH says; the
+# host side checks for a compute capability 9.0 device before it launches them.
+SM90A_SRCS := backend/cuda/attention/flash_forward_wgmma.cu
+$(SM90A_SRCS:%.cu=$(OBJ)/%.o) $(SM90A_SRCS:%.cu=$(BUILD)/obj-cuda/%.o): \
+  NVCCFLAGS := $(filter-out $(CUDA_ARCH),$(NVCCFLAGS))
+$(SM90A_SRCS:%.cu=$(OBJ)/%.o) $(SM90A_SRCS:%.cu=$(BUILD)/obj-cuda/%.o): \
+  NVCC_TARGET_ARCH := -gencode arch=compute_90a,code=sm_90a
 
 # The sources that test MT_HAVE_CUDNN follow the configuration (cuDNN found or not).
 $(OBJ)/backend/cuda/cudnn.o $(OBJ)/autograd/ops_cnn.o: $(BUILD)/config

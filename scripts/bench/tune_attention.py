@@ -39,13 +39,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--write", action="store_true", help="replace the tuning section of docs/flash_attention.md")
     ap.add_argument("--quick", action="store_true", help="T in {2048, 8192} only")
+    ap.add_argument("--only", default="", help="comma-separated name prefixes of the kernels to time (e.g. 'tuned 1,wgmma')")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
 
     import torch
     import abi_util as U
-    from workloads_attention import HEADS, TOKENS, Problem, flops, study_fn
+    from workloads_attention import HEADS, TOKENS, Problem, flops, sdpa_context, study_fn
 
     if not torch.cuda.is_available() or not U.HAVE_CUDA:
         print("tune_attention.py: needs a GPU visible to torch and to the library", file=sys.stderr)
@@ -57,19 +58,26 @@ def main():
     cfg.restype, cfg.argtypes = c_int64, [c_int64, c_int64]
     fn = study_fn()
     n_tuned = cfg(-1, 0)
+    n_wgmma = cfg(-2, 0)
     configs = [("fa_v1", 1, 0), ("fa_v2", 2, 0), ("fa_v3", 3, 0)] + [("tuned %d" % i, 4, i) for i in range(n_tuned)]
+    configs += [("wgmma %d" % i, 5, i) for i in range(n_wgmma)]
+    if args.only:
+        configs = [c for c in configs if any(c[0].startswith(w.strip()) for w in args.only.split(","))]
     seq = [2048, 8192] if args.quick else [1024, 4096, 16384]
     shapes = [(T, D, c) for D in (64, 128) for T in seq for c in (False, True)]
 
-    def timed(f):
-        f()
+    def mt_sync():
         U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+
+    def timed(f, sync=mt_sync):
+        f()
+        sync()
         times = []
         for _ in range(args.reps):
             t0 = time.perf_counter()
             for _ in range(args.iters):
                 f()
-            U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+            sync()
             times.append((time.perf_counter() - t0) * 1e3 / args.iters)
         return statistics.median(times)
 
@@ -80,6 +88,14 @@ def main():
         prob = Problem(torch, B, HEADS, T, D, causal)
         ref = torch.nn.functional.scaled_dot_product_attention(prob.q, prob.k, prob.v, is_causal=causal)
         torch.cuda.synchronize()
+        mk_flash = sdpa_context(torch, "FLASH_ATTENTION")
+        if mk_flash is not None:  # the anchor: torch's flash backend, forward, timed the same way
+            with mk_flash(), torch.no_grad():
+                F = torch.nn.functional
+                ms_t = timed(lambda: F.scaled_dot_product_attention(prob.q, prob.k, prob.v, is_causal=causal),
+                             torch.cuda.synchronize)
+            results[("torch flash", (T, D, causal), "fwd")] = flops(B, HEADS, T, D, causal, False) / (ms_t * 1e-3) / 1e12
+            print("  T=%-5d D=%-3d causal=%-5s %-8s fwd %7.3f ms" % (T, D, causal, "torch flash", ms_t), flush=True)
         for name, gen, c in configs:
             if cfg(gen, c) != 0:
                 raise RuntimeError("mt_study_flash_config(%d, %d) refused" % (gen, c))
@@ -110,7 +126,9 @@ def main():
         lines.append("| %s | %s | geomean D64 | geomean D128 |" % (direction, " | ".join(cols)))
         lines.append("|---|" + "---:|" * (len(cols) + 2))
         best = {}
-        for name, _, _ in configs:
+        rows = configs + ([("torch flash", None, None)] if direction == "fwd" and ("torch flash", shapes[0], "fwd")
+                          in results else [])
+        for name, _, _ in rows:
             cells, by_d = [], {64: [], 128: []}
             for s in shapes:
                 v = results[(name, s, direction)]
@@ -119,7 +137,7 @@ def main():
             gm = {}
             for d, vs in by_d.items():
                 gm[d] = None if (not vs or any(v is None for v in vs)) else math.exp(sum(math.log(v) for v in vs) / len(vs))
-                if gm[d] is not None and name.startswith("tuned") and (d not in best or gm[d] > best[d][1]):
+                if gm[d] is not None and name.startswith(("tuned", "wgmma")) and (d not in best or gm[d] > best[d][1]):
                     best[d] = (name, gm[d])
             lines.append("| %s | %s | %s | %s |" % (name, " | ".join(cells),
                                                     "—" if gm[64] is None else "%.0f" % gm[64],
@@ -127,7 +145,7 @@ def main():
         lines.append("")
         for d in (64, 128):
             if d in best:
-                lines.append("Best tuned %s row for D = %d: %s (geomean %.0f TFLOP/s)." % (direction, d, best[d][0],
+                lines.append("Best tuned or wgmma %s row for D = %d: %s (geomean %.0f TFLOP/s)." % (direction, d, best[d][0],
                                                                                           best[d][1]))
         lines.append("")
     text = "\n".join(lines)

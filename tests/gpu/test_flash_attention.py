@@ -6,7 +6,8 @@ mt_scaled_dot_product_attention, forward and backward, on the GPU.
                       (upcast) values, and against minitorch's composed path in float32 (the
                       shapes whose T x T scores fit); B, H, T sampled from {1, 17, 128, 1000,
                       4096} (tails of every tile size), D 64 and 128, causal and not, S != T
-  every generation    fa_v1, fa_v2, fa_v3 and every tuned row, chosen through the internal hook
+  every generation    fa_v1, fa_v2, fa_v3, every tuned row and (on compute capability 9.0) every
+                      row of the wgmma forward, chosen through the internal hook
                       mt_study_flash_config (not in abi/minitorch.h), on shapes with tails
   memory is O(T)      at T = 16384 (B = H = 1): bytes held after a recorded forward (mt_live_bytes)
                       and the pool's high-water mark over forward + backward, flash (bfloat16)
@@ -241,7 +242,9 @@ class FlashAttentionTest(unittest.TestCase):
     def test_every_generation(self):
         count = STUDY(-1, 0)
         self.assertGreater(count, 0)
-        choices = [(1, 0), (2, 0), (3, 0)] + [(4, c) for c in range(count)] + [(0, 0)]
+        n_wgmma = STUDY(-2, 0)  # the Hopper (wgmma) forward rows; 0 on other devices
+        choices = [(1, 0), (2, 0), (3, 0)] + [(4, c) for c in range(count)] + [(5, c) for c in range(n_wgmma)]
+        choices += [(0, 0)]
         for gen, cfg in choices:
             select(gen, cfg)
             for n, (B, H, T, S, D, causal) in enumerate(SWEEP):
@@ -250,7 +253,8 @@ class FlashAttentionTest(unittest.TestCase):
                         self.run_case(B, H, T, S, D, causal, dtype=dtype, seed=300 + n,
                                       label="gen %d cfg %d " % (gen, cfg))
         # the hook refuses what does not exist and leaves the selection alone
-        self.assertNotEqual(STUDY(5, 0), 0)
+        self.assertNotEqual(STUDY(6, 0), 0)
+        self.assertNotEqual(STUDY(5, max(n_wgmma, 3)), 0)
         self.assertNotEqual(STUDY(4, count), 0)
         self.assertNotEqual(STUDY(1, 1), 0)
 

@@ -1,7 +1,7 @@
 // fa_launch.h - between flash_attention.cu (checks, selection, the study hook) and the two
 // files that instantiate the kernels (flash_forward.cu, flash_backward.cu).
 //
-// defines: run_forward, run_backward, smem_opt_in
+// defines: run_forward, run_forward_wgmma, wgmma_available, run_backward, smem_opt_in
 #pragma once
 
 #include "backend/cuda/attention/fa_backward.cuh"
@@ -15,6 +15,10 @@ namespace fa {
 
 // grid.y = bh (B * H): checked <= 65535 by the caller.
 void run_forward(Context &c, const FwdParams &p, int64_t bh, int d, DType dtype, Selection sel);
+// The wgmma forward (flash_forward_wgmma.cu, built for sm_90a): row `config` of
+// MT_FA_WGMMA_D64 / D128. Only for a device of compute capability 9.0 (wgmma_available).
+void run_forward_wgmma(Context &c, const FwdParams &p, int64_t bh, int d, DType dtype, int config);
+bool wgmma_available();
 // p.dq_acc and p.dvec are set here (pool temporaries).
 void run_backward(Context &c, BwdParams p, int64_t bh, int d, DType dtype, Selection sel);
 

@@ -9,6 +9,7 @@
 //   fa_v2  ldmatrix (.trans for the k-major B operands) on an XOR-swizzled shared layout
 //   fa_v3  cp.async global -> shared, two stages: the next K/V (Q/dO) tile in flight
 //   tuned  fa_v3 with the block sizes and warps of fa_configs.h's table
+//   fa_v5  the forward on Hopper's warpgroup MMA (wgmma, sm_90a), Q/K/V read by descriptor
 //
 // Contents: selection | launchers | mt_study_flash_config | mt_study_flash_attention
 #include <atomic>
@@ -30,7 +31,8 @@ std::atomic<int> g_generation{0}, g_config{0};  // the study selection; 0: produ
 
 Selection selected(bool forward, int d) {
   const int gen = g_generation.load(std::memory_order_relaxed);
-  if (gen != 0) return {gen, g_config.load(std::memory_order_relaxed)};
+  if (gen != 0 && !(gen == 5 && !forward)) return {gen, g_config.load(std::memory_order_relaxed)};
+  if (forward && wgmma_available()) return {5, default_wgmma_config(d)};
   return {4, forward ? default_forward_config(d) : default_backward_config(d)};
 }
 }  // namespace fa
@@ -112,16 +114,23 @@ void flash_attention_backward(Context &c, void *dq, void *dk, void *dv, const vo
 //   generation 1, 2, 3     fa_v1, fa_v2, fa_v3 (config must be 0)
 //   generation 4           the tuned kernel, row `config` (0 .. count - 1) of fa_configs.h's
 //                          table of the head dim in use
+//   generation 5           the wgmma forward, row `config` of fa_configs.h's wgmma table
+//                          (0 .. kNumWgmmaConfigs - 1); the backward stays production's.
+//                          MT_ERR_UNSUPPORTED on a device without compute capability 9.0
 //   generation -1          changes nothing; returns the number of tuned rows
+//   generation -2          changes nothing; returns the number of wgmma rows (0 without sm_90)
 // Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another pair (the selection is then left
 // as it was). It leaves mt_last_error() alone. Not thread-safe against launches running
 // concurrently in other threads (they may see either selection).
 extern "C" MT_API int64_t mt_study_flash_config(int64_t generation, int64_t config) {
   using namespace mt::cuda::fa;
   if (generation == -1) return kNumTunedConfigs;
+  if (generation == -2) return wgmma_available() ? kNumWgmmaConfigs : 0;
   const bool ok = (generation == 0) || (generation >= 1 && generation <= 3 && config == 0) ||
-                  (generation == 4 && config >= 0 && config < kNumTunedConfigs);
+                  (generation == 4 && config >= 0 && config < kNumTunedConfigs) ||
+                  (generation == 5 && config >= 0 && config < kNumWgmmaConfigs);
   if (!ok) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  if (generation == 5 && !wgmma_available()) return (int64_t)mt::Code::UNSUPPORTED;
   g_config.store(generation == 0 ? 0 : (int)config, std::memory_order_relaxed);
   g_generation.store((int)generation, std::memory_order_relaxed);
   return 0;
