@@ -25,18 +25,20 @@
   X(2, 64, 32, 4, 32, 128, 8, true)           \
   X(3, 128, 32, 8, 64, 64, 4, true)
 
-// Generation 5 (fa_v5: the Hopper forward on wgmma, fa_forward_wgmma.cuh, sm_90a only) runs
-// row `config` of its head dim's table; its backward is production's:
-//   X(index, key tile BC, warpgroups (BR = 64 per warpgroup))
-#define MT_FA_WGMMA_D64(X) \
-  X(0, 128, 2)             \
-  X(1, 128, 3)             \
-  X(2, 64, 2)
+// Generation 5 (fa_v5: Hopper's warpgroup MMA, fa_forward_wgmma.cuh and fa_backward_wgmma.cuh,
+// sm_90a only) runs row `config` of its head dim's table:
+//   X(index, forward BC, forward warpgroups (BR = 64 each),
+//     backward key/value pass: query tile BR, warpgroups (BC = 64 keys each),
+//     backward dQ pass: key tile BC, warpgroups (BR = 64 queries each))
+#define MT_FA_WGMMA_D64(X)  \
+  X(0, 128, 2, 64, 2, 64, 2) \
+  X(1, 128, 3, 128, 1, 128, 1) \
+  X(2, 64, 2, 64, 1, 128, 2)
 
 #define MT_FA_WGMMA_D128(X) \
-  X(0, 128, 2)              \
-  X(1, 64, 2)               \
-  X(2, 64, 3)
+  X(0, 128, 2, 64, 2, 64, 2) \
+  X(1, 64, 2, 64, 1, 64, 1) \
+  X(2, 64, 3, 64, 1, 64, 3)
 
 namespace mt {
 namespace cuda {
@@ -51,10 +53,14 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 // (264 / 262 TFLOP/s geomean at D 64 / 128) and backward (dQ by a separate pass: 113 / 115
 // TFLOP/s against 77 / 82 with atomics, row 0).
 constexpr int default_forward_config(int) { return 1; }
-// On a compute capability 9.0 device production's forward is generation 5 (wgmma), row 0 of
-// both head dims (BC 128, 2 warpgroups: 323 / 411 TFLOP/s geomean at D 64 / 128 on the H200,
-// 2026-11-26, against tuned row 1's 265 / 261 and PyTorch flash's 277 / 324).
-constexpr int default_wgmma_config(int) { return 0; }
+// On a compute capability 9.0 device production is generation 5 (wgmma) (H200, 2026-11-26,
+// tune_attention.py --quick, geomean TFLOP/s at D 64 / 128):
+//   forward: row 0 for both head dims (BC 128, 2 warpgroups): 322 / 412, against tuned row 1's
+//     265 / 263 and PyTorch flash's 276 / 324;
+//   backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
+//     112 / 115.
+constexpr int default_wgmma_forward_config(int) { return 0; }
+constexpr int default_wgmma_backward_config(int d) { return d == 64 ? 1 : 0; }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
 constexpr int kGenBackwardBR = D == 64 ? 64 : 32;

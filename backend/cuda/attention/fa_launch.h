@@ -19,6 +19,8 @@ void run_forward(Context &c, const FwdParams &p, int64_t bh, int d, DType dtype,
 // MT_FA_WGMMA_D64 / D128. Only for a device of compute capability 9.0 (wgmma_available).
 void run_forward_wgmma(Context &c, const FwdParams &p, int64_t bh, int d, DType dtype, int config);
 bool wgmma_available();
+// The wgmma backward (flash_backward_wgmma.cu): the same rows; p.dvec is set here.
+void run_backward_wgmma(Context &c, BwdParams p, int64_t bh, int d, DType dtype, int config);
 // p.dq_acc and p.dvec are set here (pool temporaries).
 void run_backward(Context &c, BwdParams p, int64_t bh, int d, DType dtype, Selection sel);
 

@@ -9,7 +9,8 @@
 //   fa_v2  ldmatrix (.trans for the k-major B operands) on an XOR-swizzled shared layout
 //   fa_v3  cp.async global -> shared, two stages: the next K/V (Q/dO) tile in flight
 //   tuned  fa_v3 with the block sizes and warps of fa_configs.h's table
-//   fa_v5  the forward on Hopper's warpgroup MMA (wgmma, sm_90a), Q/K/V read by descriptor
+//   fa_v5  forward and backward on Hopper's warpgroup MMA (wgmma, sm_90a), operands read by
+//          descriptor from 128-byte-swizzled shared memory
 //
 // Contents: selection | launchers | mt_study_flash_config | mt_study_flash_attention
 #include <atomic>
@@ -31,8 +32,8 @@ std::atomic<int> g_generation{0}, g_config{0};  // the study selection; 0: produ
 
 Selection selected(bool forward, int d) {
   const int gen = g_generation.load(std::memory_order_relaxed);
-  if (gen != 0 && !(gen == 5 && !forward)) return {gen, g_config.load(std::memory_order_relaxed)};
-  if (forward && wgmma_available()) return {5, default_wgmma_config(d)};
+  if (gen != 0) return {gen, g_config.load(std::memory_order_relaxed)};
+  if (wgmma_available()) return {5, forward ? default_wgmma_forward_config(d) : default_wgmma_backward_config(d)};
   return {4, forward ? default_forward_config(d) : default_backward_config(d)};
 }
 }  // namespace fa
@@ -114,8 +115,8 @@ void flash_attention_backward(Context &c, void *dq, void *dk, void *dv, const vo
 //   generation 1, 2, 3     fa_v1, fa_v2, fa_v3 (config must be 0)
 //   generation 4           the tuned kernel, row `config` (0 .. count - 1) of fa_configs.h's
 //                          table of the head dim in use
-//   generation 5           the wgmma forward, row `config` of fa_configs.h's wgmma table
-//                          (0 .. kNumWgmmaConfigs - 1); the backward stays production's.
+//   generation 5           the wgmma kernels, row `config` of fa_configs.h's wgmma table
+//                          (0 .. kNumWgmmaConfigs - 1), forward and backward.
 //                          MT_ERR_UNSUPPORTED on a device without compute capability 9.0
 //   generation -1          changes nothing; returns the number of tuned rows
 //   generation -2          changes nothing; returns the number of wgmma rows (0 without sm_90)

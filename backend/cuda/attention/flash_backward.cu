@@ -73,6 +73,7 @@ void run_d(Context &c, const BwdParams &p, int64_t bh, Selection sel) {
 }  // namespace
 
 void run_backward(Context &c, BwdParams p, int64_t bh, int d, DType dtype, Selection sel) {
+  if (sel.generation == 5) return run_backward_wgmma(c, p, bh, d, dtype, sel.config);
   const bool bf = dtype == DType::BF16;
   if (d == 64) bf ? run_d<__nv_bfloat16, 64>(c, p, bh, sel) : run_d<__half, 64>(c, p, bh, sel);
   else bf ? run_d<__nv_bfloat16, 128>(c, p, bh, sel) : run_d<__half, 128>(c, p, bh, sel);

@@ -23,7 +23,7 @@ void launch(Context &c, const FwdParams &p, int64_t bh) {
 
 template <class T, int D>
 void run_d(Context &c, const FwdParams &p, int64_t bh, int config) {
-#define MT_X(i, bc, nwg) \
+#define MT_X(i, bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg) \
   case i: launch<T, D, bc, nwg>(c, p, bh); return;
   if constexpr (D == 64) {
     switch (config) { MT_FA_WGMMA_D64(MT_X) }

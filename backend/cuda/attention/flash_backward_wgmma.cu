@@ -1,0 +1,64 @@
+// flash_backward_wgmma.cu - instantiates and launches the Hopper backward (fa_backward_wgmma.cuh,
+// generation 5): rowsum(dO * O), the key/value pass, the dQ pass. Built for sm_90a alone, as
+// flash_forward_wgmma.cu.
+#include "backend/cuda/attention/fa_backward_wgmma.cuh"
+#include "backend/cuda/attention/fa_launch.h"
+
+namespace mt {
+namespace cuda {
+namespace fa {
+namespace {
+
+template <class T, int D, int KV_BR, int KV_NWG, int DQ_BC, int DQ_NWG>
+void launch(Context &c, BwdParams p, int64_t bh) {
+  const int64_t rows = bh * p.tq;
+  PoolBuffer dvec(rows * 4);
+  p.dvec = dvec.as<float>();
+  p.dq_acc = nullptr;
+  constexpr int kDotThreads = 256;
+  const int64_t dot_threads = rows * (D / 8);
+  flash_bwd_dot_kernel<T, D><<<(unsigned)((dot_threads + kDotThreads - 1) / kDotThreads), kDotThreads, 0, c.stream>>>(
+      dvec.as<float>(), static_cast<const T *>(p.o), static_cast<const T *>(p.dout), rows);
+  MT_CUDA_CHECK_LAUNCH("flash_attention backward (rowsum dO * O)");
+
+  using KV = WgmmaBwdKvShape<D, KV_BR, KV_NWG>;
+  auto kv = flash_bwd_kv_wgmma_kernel<T, D, KV_BR, KV_NWG>;
+  static const bool opted = (smem_opt_in(kv, KV::smem_bytes), true);
+  (void)opted;
+  kv<<<dim3((unsigned)((p.tk + KV::bc - 1) / KV::bc), (unsigned)bh), KV::threads, KV::smem_bytes, c.stream>>>(p);
+  MT_CUDA_CHECK_LAUNCH("flash_attention backward (dK, dV; wgmma)");
+
+  using Q = WgmmaBwdDqShape<D, DQ_BC, DQ_NWG>;
+  auto dq = flash_bwd_dq_wgmma_kernel<T, D, DQ_BC, DQ_NWG>;
+  static const bool opted_dq = (smem_opt_in(dq, Q::smem_bytes), true);
+  (void)opted_dq;
+  dq<<<dim3((unsigned)((p.tq + Q::br - 1) / Q::br), (unsigned)bh), Q::threads, Q::smem_bytes, c.stream>>>(p);
+  MT_CUDA_CHECK_LAUNCH("flash_attention backward (dQ pass; wgmma)");
+}
+
+template <class T, int D>
+void run_d(Context &c, const BwdParams &p, int64_t bh, int config) {
+#define MT_X(i, bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg) \
+  case i: launch<T, D, kv_br, kv_nwg, dq_bc, dq_nwg>(c, p, bh); return;
+  if constexpr (D == 64) {
+    switch (config) { MT_FA_WGMMA_D64(MT_X) }
+  } else {
+    switch (config) { MT_FA_WGMMA_D128(MT_X) }
+  }
+#undef MT_X
+  MT_ASSERT(false);
+}
+
+}  // namespace
+
+void run_backward_wgmma(Context &c, BwdParams p, int64_t bh, int d, DType dtype, int config) {
+  MT_CHECK(wgmma_available(), UNSUPPORTED,
+           "cuda flash_attention backward: the wgmma kernels need a compute capability 9.0 device");
+  const bool bf = dtype == DType::BF16;
+  if (d == 64) bf ? run_d<__nv_bfloat16, 64>(c, p, bh, config) : run_d<__half, 64>(c, p, bh, config);
+  else bf ? run_d<__nv_bfloat16, 128>(c, p, bh, config) : run_d<__half, 128>(c, p, bh, config);
+}
+
+}  // namespace fa
+}  // namespace cuda
+}  // namespace mt
