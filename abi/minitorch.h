@@ -330,6 +330,28 @@ MT_API mt_status mt_masked_fill(mt_tensor **out, mt_tensor *x, mt_tensor *mask, 
 /* Concatenates n tensors (borrowed) along dim; every other dim must agree. */
 MT_API mt_status mt_cat(mt_tensor **out, mt_tensor *const *tensors, int64_t n, int64_t dim);
 
+/* ---- fusions: one pass over memory where the composition (named in each entry) makes two or
+ * three; each is one recorded op with a backward of its own, equal to its composition up to
+ * float rounding (bit for bit on the CPU, and for mt_dropout_add on every device). */
+typedef enum mt_activation { MT_ACT_IDENTITY = 0, MT_ACT_RELU = 1, MT_ACT_GELU = 2 } mt_activation;
+/* act(x + bias) with bias [n] broadcast over the last dim of x [..., n]: a Linear's bias and its
+ * activation in one pass. MT_ACT_GELU is mt_gelu's tanh form, MT_ACT_RELU mt_relu's (gradient
+ * 0 at 0). mt_linear(x, weight, NULL) followed by mt_bias_act(bias) replaces mt_linear(x,
+ * weight, bias) followed by the activation: the GEMM without its bias pass, then one pass that
+ * adds the bias and applies act; the backward writes dx and the column sums dbias in one pass. */
+MT_API mt_status mt_bias_act(mt_tensor **out, mt_tensor *x, mt_tensor *bias, mt_activation act);
+/* *sum_out = x + residual (same shapes) and *norm_out = mt_layer_norm(*sum_out, gamma, beta,
+ * eps) (gamma, beta [D] may be NULL), from one pass that reads x and residual once. Both are
+ * differentiable (recorded as an add and a layer_norm of the sum): x and residual get
+ * dsum + dLN(dnorm). The caller owns a new reference to each output. */
+MT_API mt_status mt_add_layer_norm(mt_tensor **sum_out, mt_tensor **norm_out, mt_tensor *x, mt_tensor *residual,
+                                   mt_tensor *gamma, mt_tensor *beta, double eps);
+/* residual + mt_dropout(x, p, seed) (x and residual of one shape), bit for bit the result of
+ * mt_add(residual, mt_dropout(x, p, seed)) on the same device; p == 0 is mt_add(residual, x)
+ * (skip the call in eval mode). The backward draws the mask again from the seed (nothing is
+ * kept): dresidual = dout, dx = dout * mask / (1 - p). */
+MT_API mt_status mt_dropout_add(mt_tensor **out, mt_tensor *x, mt_tensor *residual, double p, int64_t seed);
+
 /* ------------------------------------------------------ convolutional networks
  * Inputs are NCHW. Output sizes round down as PyTorch's:
  *   (H + 2*padding - dilation*(kernel-1) - 1) / stride + 1.

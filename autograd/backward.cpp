@@ -93,10 +93,12 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       grads[0] = e;
       break;
     }
-    case Op::MSE_LOSS: {  // mean((p - t)^2): dp = 2 (p - t) g / n, dt = -dp
-      Ref d = unary(Unary::MUL_SCALAR, binary(Binary::MUL, binary(Binary::SUB, in[0], in[1]), g), 2.0 / (double)in[0]->numel());
-      if (need(0)) grads[0] = d;
-      if (need(1)) grads[1] = unary(Unary::NEG, d);
+    case Op::MSE_LOSS: {  // mean((p - t)^2): dp = 2 (p - t) g / n, dt = -dp, in one fused kernel
+      const Ref &p = in[0], &t = in[1];
+      if (need(0)) grads[0] = empty(p->shape, p->dtype, p->device);
+      if (need(1)) grads[1] = empty(t->shape, t->dtype, t->device);
+      p->backend().mse_backward(grads[0] ? grads[0]->data() : nullptr, grads[1] ? grads[1]->data() : nullptr, p->data(),
+                                t->data(), g->data(), p->numel(), p->dtype, 2.0 / (double)p->numel());
       break;
     }
     case Op::RESHAPE:
@@ -262,6 +264,10 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       break;
     case Op::FLASH_ATTENTION:
       backward_attention(node, g, grads);
+      break;
+    case Op::BIAS_ACT:
+    case Op::DROPOUT_ADD:
+      backward_fusions(node, g, grads);
       break;
     case Op::COUNT:
       fail(Code::INTERNAL, "internal error, please report: backward of a COUNT node");

@@ -42,5 +42,22 @@ Ref cat(const std::vector<Ref> &xs, int64_t dim);
 // scale <= 0 means 1/sqrt(D).
 Ref scaled_dot_product_attention(const Ref &q, const Ref &k, const Ref &v, bool causal, double scale);
 
+// ---- fusions (ops_fusions.cpp): one pass over memory where a transformer or MLP block
+// would make two or three. Each equals its composition (named beside it) up to float rounding
+// (bit for bit on the CPU), and the composition is its test reference.
+// act(x + bias), bias [n] broadcast over the last dim of x [..., n] (act(add(x, bias))): one
+// op (BIAS_ACT) whose backward writes dx and the column sums dbias in one pass.
+Ref bias_act(const Ref &x, const Ref &bias, Backend::Activation act);
+// {s, y}: s = x + residual (same shapes), y = layer_norm(s, gamma, beta, eps), both
+// differentiable, from one kernel that reads x and residual once. Recorded as two nodes: ADD
+// (s from x and residual) and LAYER_NORM (y from s, with the row statistics saved), so the
+// gradient of x and residual is ds + dLN(dy) by the tape's own accumulation.
+std::pair<Ref, Ref> add_layer_norm(const Ref &x, const Ref &residual, const Ref &gamma, const Ref &beta, double eps);
+// residual + dropout(x, p, seed) (add(residual, dropout(x, p, seed)), bit for bit on one
+// device); x and residual of one shape. One op (DROPOUT_ADD) that keeps no mask: its backward
+// draws it again from the seed. p == 0 is add(residual, x).
+Ref dropout_add(const Ref &x, const Ref &residual, double p, uint64_t seed);
+// ---- end fusions
+
 }  // namespace ops
 }  // namespace mt

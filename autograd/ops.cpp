@@ -44,13 +44,21 @@ const char *op_name(Op op) {
 
 namespace ops {
 
+namespace {
+// Whether a call with these inputs is recorded: grad mode on and an input that requires grad.
+template <class Inputs>
+bool records(const Inputs &in) {
+  if (!grad_enabled()) return false;
+  for (const Ref &r : in)
+    if (r && r->requires_grad) return true;
+  return false;
+}
+}  // namespace
+
 // Records out as produced by op from inputs when grad mode is on and any input
 // requires grad. Returns out for chaining. (Declared in ops.h with its defaults.)
 Ref record(Op op, Ref out, std::vector<Ref> in, double scalar, std::vector<int64_t> ints) {
-  if (!grad_enabled()) return out;
-  bool any = false;
-  for (const Ref &r : in) any = any || (r && r->requires_grad);
-  if (!any) return out;
+  if (!records(in)) return out;
   out->requires_grad = true;
   out->is_leaf = false;
   Node n;
@@ -61,6 +69,11 @@ Ref record(Op op, Ref out, std::vector<Ref> in, double scalar, std::vector<int64
   n.ints = std::move(ints);
   tape_push(std::move(n));
   return out;
+}
+
+Ref record(Op op, Ref out, std::initializer_list<Ref> in, double scalar, std::initializer_list<int64_t> ints) {
+  if (!records(in)) return out;
+  return record(op, std::move(out), std::vector<Ref>(in), scalar, std::vector<int64_t>(ints));
 }
 
 namespace {
@@ -158,8 +171,8 @@ Ref sum_to_shape(const Ref &g, const Shape &shape) {
   // Mark each dim of g as reduced (absent or 1 in shape, >1 in g) or kept, then
   // merge runs of equal marks and reduce the runs from the innermost out.
   size_t lead = gs.size() - shape.size();
-  std::vector<int64_t> sizes;
-  std::vector<bool> red;
+  Shape sizes;                     // at most kMaxDims runs: no allocation
+  SmallVector<bool, kMaxDims> red;
   for (size_t k = 0; k < gs.size(); k++) {
     bool r = k < lead ? true : (shape[k - lead] == 1 && gs[k] != 1);
     if (gs[k] == 1) continue;  // size-1 dims change nothing
@@ -181,7 +194,11 @@ Ref sum_to_shape(const Ref &g, const Shape &shape) {
     sizes[k] = 1;
     cur = next;
   }
-  return reshape(detach(cur), shape);
+  // A view of the sums in the target shape (what reshape(detach(cur), shape) makes, without
+  // the intermediate handle): same elements, never recorded.
+  MT_CHECK(cur->numel() == shape_numel(shape), SHAPE, "cannot reshape %s (%lld elements) into %s",
+           shape_str(cur->shape).c_str(), (long long)cur->numel(), shape_str(shape).c_str());
+  return tensor_from_storage(cur->storage, cur->offset, shape, cur->dtype);
 }
 
 Ref add(const Ref &a, const Ref &b) { return record(Op::ADD, binary(Binary::ADD, a, b), {a, b}); }

@@ -22,7 +22,8 @@ namespace mt {
   X(POW) X(CLAMP)                                                                                  \
   /* convolutional networks (ops_cnn.cpp) */ X(CONV2D) X(MAX_POOL2D) X(AVG_POOL2D) X(BATCH_NORM)   \
   /* fused transformer kernels (ops_fused.cpp) */ X(LAYER_NORM) X(GELU)                              \
-  /* FlashAttention (ops_attention.cpp) */ X(FLASH_ATTENTION)
+  /* FlashAttention (ops_attention.cpp) */ X(FLASH_ATTENTION)                                          \
+  /* fusions (ops_fusions.cpp) */ X(BIAS_ACT) X(DROPOUT_ADD)
 
 enum class Op : int32_t {
 #define MT_X(name) name,
@@ -66,6 +67,7 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads);
 void backward_cnn(const Node &node, const Ref &g, std::vector<Ref> &grads);        // ops_cnn.cpp
 void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads);      // ops_fused.cpp
 void backward_attention(const Node &node, const Ref &g, std::vector<Ref> &grads);  // ops_attention.cpp
+void backward_fusions(const Node &node, const Ref &g, std::vector<Ref> &grads);    // ops_fusions.cpp
 
 namespace ops {
 
@@ -126,6 +128,11 @@ Ref matmul2d(const Ref &a, bool trans_a, const Ref &b, bool trans_b);
 // Records out as produced by op from inputs when grad mode is on and an input requires
 // grad (ops.cpp). Returns out.
 Ref record(Op op, Ref out, std::vector<Ref> in, double scalar = 0, std::vector<int64_t> ints = {});
+// ---- host path (ops.cpp)
+// The same for the usual call record(op, out, {inputs...}[, scalar[, {ints...}]]): the lists
+// become a Node's vectors only when the call is recorded, so an op run without grad builds none.
+Ref record(Op op, Ref out, std::initializer_list<Ref> in, double scalar = 0, std::initializer_list<int64_t> ints = {});
+// ---- end host path
 
 // ---- comparisons and selection (ops_compare.cpp)
 // a OP b broadcast, as uint8 0/1; a and b of one dtype (any) and device; never recorded.

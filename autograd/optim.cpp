@@ -185,46 +185,51 @@ void optimizer_step(Optimizer &opt) {
     adam_step(opt);
     return;
   }
-  // Group by (device, dtype, first step) so each group is one fused update.
+  // Group by (device, dtype, first step) so each group is one fused update. Parameters are
+  // float32 or float64 on the CPU or CUDA, so there are 8 possible groups: kept in place, in the
+  // order of their key (device, dtype, first), with inline arrays (no allocation per step).
   struct Group {
-    std::vector<void *> p;
-    std::vector<const void *> g;
-    std::vector<void *> v;
-    std::vector<int64_t> n;
+    SmallVector<void *, 16> p;
+    SmallVector<const void *, 16> g;
+    SmallVector<void *, 16> v;
+    SmallVector<int64_t, 16> n;
   };
-  std::map<std::tuple<int, int, bool>, Group> groups;
+  Group groups[8];
   for (size_t i = 0; i < opt.params.size(); i++) {
     Tensor &p = *opt.params[i];
     if (!p.grad) continue;
     MT_CHECK(p.grad->shape == p.shape && p.grad->device == p.device, STATE,
              "params[%zu]: gradient does not match the parameter", i);
+    MT_ASSERT((p.dtype == DType::F32 || p.dtype == DType::F64) && (p.device == Device::CPU || p.device == Device::CUDA));
     bool first = false;
     if (opt.momentum != 0 && !opt.velocity[i]) {
       opt.velocity[i] = ops::empty(p.shape, p.dtype, p.device);  // written before read at the first step
       first = true;
     }
-    Group &grp = groups[std::make_tuple((int)p.device, (int)p.dtype, first)];
+    Group &grp = groups[((int)p.device * 2 + (p.dtype == DType::F64 ? 1 : 0)) * 2 + (first ? 1 : 0)];
     grp.p.push_back(p.data());
     grp.g.push_back(p.grad->data());
     grp.v.push_back(opt.momentum != 0 ? opt.velocity[i]->data() : nullptr);
     grp.n.push_back(p.numel());
   }
-  for (auto &kv : groups) {
-    Group &grp = kv.second;
+  for (int k = 0; k < 8; k++) {
+    Group &grp = groups[k];
+    if (grp.p.empty()) continue;
+    const Device device = (Device)(k / 4);
     SgdArgs a;
     a.count = (int64_t)grp.p.size();
     a.params = grp.p.data();
     a.grads = grp.g.data();
     a.velocity = opt.momentum != 0 ? grp.v.data() : nullptr;
     a.numel = grp.n.data();
-    a.dtype = (DType)std::get<1>(kv.first);
+    a.dtype = (k / 2) % 2 ? DType::F64 : DType::F32;
     a.lr = opt.lr;
     a.momentum = opt.momentum;
     a.weight_decay = opt.weight_decay;
     a.nesterov = opt.nesterov;
-    a.first_step = std::get<2>(kv.first);
-    a.lr_device = lr_on(opt, (Device)std::get<0>(kv.first));
-    backend_for((Device)std::get<0>(kv.first)).sgd_step(a);
+    a.first_step = k % 2 == 1;
+    a.lr_device = lr_on(opt, device);
+    backend_for(device).sgd_step(a);
   }
   opt.steps++;
 }

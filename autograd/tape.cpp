@@ -22,6 +22,10 @@ int64_t tape_size() { return (int64_t)t_tape.size(); }
 void tape_clear() {
   std::vector<Node> dead;
   dead.swap(t_tape);  // releases happen after the tape is consistent again
+  dead.clear();
+  // The emptied buffer becomes the tape again, so a steady training loop records into the
+  // same storage step after step (unless a release above recorded something meanwhile).
+  if (t_tape.capacity() == 0) t_tape.swap(dead);
 }
 
 namespace {

@@ -2,16 +2,18 @@
 #include "tensor.h"
 
 #include <mutex>
-#include <unordered_set>
+
+#include "backend/pointer_map.h"
 
 namespace mt {
 namespace {
 
 // Every live tensor is registered, so that the ABI can tell a valid handle from a
-// released or foreign pointer without touching freed memory.
+// released or foreign pointer without touching freed memory. A flat open-addressing
+// table: registering and dropping a tensor allocate nothing.
 struct Registry {
   std::mutex mu;
-  std::unordered_set<const Tensor *> live;
+  PointerMap live;  // tensor -> 0
 };
 Registry &registry() {
   static Registry *r = new Registry();  // never destroyed: handles may outlive statics
@@ -39,7 +41,7 @@ bool is_live_tensor(const Tensor *t) {
   if (!t) return false;
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  return r.live.count(t) != 0;
+  return r.live.find(t);
 }
 
 int64_t live_tensor_count() {
@@ -63,11 +65,10 @@ void tensor_release(Tensor *t) {
   tensor_release(g);
 }
 
-static Ref register_tensor(Tensor *t) {
+static void register_tensor(const Tensor *t) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.live.insert(t);
-  return Ref::adopt(t);
+  r.live.insert(t, 0);
 }
 
 Ref make_tensor(const Shape &shape, DType dtype, Device device) {
@@ -87,13 +88,14 @@ Ref make_tensor(const Shape &shape, DType dtype, Device device) {
 }
 
 Ref tensor_from_storage(std::shared_ptr<Storage> storage, int64_t offset, const Shape &shape, DType dtype) {
-  Tensor *t = new Tensor();
+  std::unique_ptr<Tensor> t(new Tensor());  // deleted if anything below throws
   t->device = storage->device;
   t->storage = std::move(storage);
   t->offset = offset;
   t->shape = shape;
   t->dtype = dtype;
-  return register_tensor(t);
+  register_tensor(t.get());
+  return Ref::adopt(t.release());
 }
 
 }  // namespace mt

@@ -203,6 +203,14 @@ class Backend {
                             int64_t inner, DType dtype);
   virtual void adam_step(const AdamArgs &args);
 
+  // ---- fused MSE backward (backend/cpu/mse.cpp, backend/cuda/mse.cu); default in common.cpp
+  // d = ((pred[i] - target[i]) * dloss) * scale, rounded to dtype after each step (the bits of
+  // the SUB, MUL and MUL_SCALAR it fuses): dpred[i] = d, dtarget[i] = -d (each written; either
+  // may be null). dloss is one element on the device; n elements of a floating dtype.
+  virtual void mse_backward(void *dpred, void *dtarget, const void *pred, const void *target, const void *dloss,
+                            int64_t n, DType dtype, double scale);
+  // ---- end fused MSE backward
+
   // ---- gathers and blocks (any dtype forward; floating backward)
   // x viewed as [outer, size, inner]: out[o, j, i] = x[o, start + j, i] for j < len.
   virtual void slice_copy(void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start,
@@ -343,6 +351,29 @@ class Backend {
                                         const void *out, const float *lse, const void *dout, int64_t bh, int64_t tq,
                                         int64_t tk, int64_t d, DType dtype, double scale, bool causal);
   // ---- end FlashAttention
+
+  // ---- fusions (backend/cpu/fusions.cpp, backend/cuda/fusions.cu); defaults in common.cpp
+  // Values equal the C ABI's mt_activation. GELU is the tanh form, computed as gelu() is.
+  enum class Activation : int32_t { IDENTITY = 0, RELU = 1, GELU = 2 };
+  // x, y viewed as [rows, n]: y (written) = act(x + bias[col]); bias [n]. rows, n >= 1.
+  virtual void bias_act(void *y, const void *x, const void *bias, int64_t rows, int64_t n, Activation act,
+                        DType dtype);
+  // From dy and the forward's x and bias, with z = x + bias: dx (written; may be null) =
+  // dy * act'(z) (RELU: 1 where z > 0, else 0), dbias (written, [n]; may be null) = the column
+  // sums of dy * act'(z). Deterministic: the same bits on every run of one shape on one device.
+  virtual void bias_act_backward(void *dx, void *dbias, const void *dy, const void *x, const void *bias,
+                                 int64_t rows, int64_t n, Activation act, DType dtype);
+  // s (written) = x + residual, and y (written) = layer_norm(s) as layer_norm() computes it
+  // from s (mean, rstd written in the stats dtype), in one pass over x and residual.
+  virtual void add_layer_norm(void *s, void *y, void *mean, void *rstd, const void *x, const void *residual,
+                              const void *gamma, const void *beta, int64_t rows, int64_t d, double eps, DType dtype);
+  // out[i] (written) = residual[i] + x[i] * keep(i), keep(i) = (u_i >= p ? 1/(1-p) : 0) in
+  // dtype, u_i element i of the seeded uniform stream (philox.h): the bits of
+  // add(residual, dropout(x, p, seed)). residual may be null: out = x * keep (the backward
+  // dx = dy * keep). 0 <= p < 1 (the caller checks).
+  virtual void dropout_add(void *out, const void *x, const void *residual, int64_t n, double p, uint64_t seed,
+                           DType dtype);
+  // ---- end fusions
 };
 
 // The backend of a device. Throws Error(DEVICE) for CUDA in a CPU-only build or

@@ -96,6 +96,11 @@ void Backend::max_backward(void *, const int64_t *, const void *, int64_t, int64
   MT_UNSUPPORTED("max backward");
 }
 void Backend::adam_step(const AdamArgs &) { MT_UNSUPPORTED("adam"); }
+// ---- fused MSE backward: default, not on this device (yet)
+void Backend::mse_backward(void *, void *, const void *, const void *, const void *, int64_t, DType, double) {
+  MT_UNSUPPORTED("mse backward");
+}
+// ---- end fused MSE backward
 void Backend::slice_copy(void *, const void *, int64_t, int64_t, int64_t, int64_t, int64_t, DType) {
   MT_UNSUPPORTED("slice");
 }
@@ -202,5 +207,22 @@ void Backend::flash_attention_backward(void *, void *, void *, const void *, con
   fail(Code::UNSUPPORTED, "flash attention backward is not implemented on the %s backend", device_name_short(device()));
 }
 // ---- end FlashAttention
+
+// ---- fusions: defaults
+void Backend::bias_act(void *, const void *, const void *, int64_t, int64_t, Activation, DType) {
+  fail(Code::UNSUPPORTED, "bias_act is not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::bias_act_backward(void *, void *, const void *, const void *, const void *, int64_t, int64_t, Activation,
+                                DType) {
+  fail(Code::UNSUPPORTED, "bias_act backward is not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::add_layer_norm(void *, void *, void *, void *, const void *, const void *, const void *, const void *,
+                             int64_t, int64_t, double, DType) {
+  fail(Code::UNSUPPORTED, "add_layer_norm is not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::dropout_add(void *, const void *, const void *, int64_t, double, uint64_t, DType) {
+  fail(Code::UNSUPPORTED, "dropout_add is not implemented on the %s backend", device_name_short(device()));
+}
+// ---- end fusions
 
 }  // namespace mt

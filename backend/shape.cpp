@@ -36,11 +36,14 @@ BroadcastPlan make_broadcast_plan(const Shape &out, const Shape &a, const Shape 
   p.numel = shape_numel(out);
   p.same = (a == out && b == out);
   // Right-align a and b to out, compute element strides (0 where broadcast), drop
-  // size-1 dims and merge neighbours that stay contiguous for both inputs.
+  // size-1 dims and merge neighbours that stay contiguous for both inputs. Shapes hold at
+  // most kMaxDims dims (tensors are made so), which bounds every array here.
   size_t n = out.size();
-  std::vector<int64_t> sh, sa, sb;
+  MT_CHECK(n <= (size_t)kMaxDims && a.size() <= n && b.size() <= n, SHAPE,
+           "broadcast plan of %s and %s into %s: at most %d dims are supported", shape_str(a).c_str(),
+           shape_str(b).c_str(), shape_str(out).c_str(), kMaxDims);
+  int64_t ra[kMaxDims], rb[kMaxDims];
   int64_t stride_a = 1, stride_b = 1;
-  std::vector<int64_t> ra(n), rb(n);
   for (size_t k = n; k-- > 0;) {
     int64_t da = k < n - a.size() ? 1 : a[k - (n - a.size())];
     int64_t db = k < n - b.size() ? 1 : b[k - (n - b.size())];
@@ -49,30 +52,25 @@ BroadcastPlan make_broadcast_plan(const Shape &out, const Shape &a, const Shape 
     stride_a *= da;
     stride_b *= db;
   }
+  int nd = 0;
   for (size_t k = 0; k < n; k++) {
     if (out[k] == 1) continue;
-    if (!sh.empty()) {
-      size_t j = sh.size() - 1;
+    if (nd > 0) {
+      int j = nd - 1;
       // merge dim k into the previous kept dim when both inputs walk them as one
-      if (sa[j] == ra[k] * out[k] && sb[j] == rb[k] * out[k]) {
-        sh[j] *= out[k];
-        sa[j] = ra[k];
-        sb[j] = rb[k];
+      if (p.a_stride[j] == ra[k] * out[k] && p.b_stride[j] == rb[k] * out[k]) {
+        p.shape[j] *= out[k];
+        p.a_stride[j] = ra[k];
+        p.b_stride[j] = rb[k];
         continue;
       }
     }
-    sh.push_back(out[k]);
-    sa.push_back(ra[k]);
-    sb.push_back(rb[k]);
+    p.shape[nd] = out[k];
+    p.a_stride[nd] = ra[k];
+    p.b_stride[nd] = rb[k];
+    nd++;
   }
-  MT_CHECK(sh.size() <= (size_t)kMaxDims, SHAPE, "broadcast needs %zu dims after folding, at most %d are supported",
-           sh.size(), kMaxDims);
-  p.ndim = (int)sh.size();
-  for (int i = 0; i < p.ndim; i++) {
-    p.shape[i] = sh[i];
-    p.a_stride[i] = sa[i];
-    p.b_stride[i] = sb[i];
-  }
+  p.ndim = nd;
   return p;
 }
 

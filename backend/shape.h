@@ -7,10 +7,14 @@
 #include <vector>
 
 #include "backend.h"
+#include "small_vector.h"
 
 namespace mt {
 
-using Shape = std::vector<int64_t>;
+// Sizes of a tensor's dims, outermost first. Inline up to kMaxDims (every tensor's shape), so
+// building one on an op's path allocates nothing; vector-like, and converts to and from
+// std::vector<int64_t>.
+using Shape = SmallVector<int64_t, kMaxDims>;
 
 int64_t shape_numel(const Shape &s);
 std::string shape_str(const Shape &s);  // "[3,4]"; "[]" for a scalar

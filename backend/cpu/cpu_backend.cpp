@@ -20,6 +20,9 @@
 #include "compare.h"
 #include "cnn.h"
 #include "fused.h"
+#include "fusions.h"
+#include "host_blocks.h"
+#include "mse.h"  // fused MSE backward
 
 namespace mt {
 namespace {
@@ -225,7 +228,8 @@ void matmul_loop(const MatmulArgs &g) {
     }
   };
   const double work = (double)g.batch * M * N * K;
-  int threads = (int)std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), 16u);
+  // Asked once: hardware_concurrency() reads /sys on every call (~15 µs, more than a small matmul).
+  static const int threads = (int)std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), 16u);
   if (work < 2e6 || threads == 1 || M < 2 * threads) {
     for (int64_t bi = 0; bi < g.batch; bi++) rows(bi, 0, M);
     return;
@@ -286,33 +290,10 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   const char *name() const override { return "cpu"; }
 
-  void *alloc(int64_t nbytes) override {
-    MT_CHECK(nbytes >= 0, INVALID_ARGUMENT, "negative allocation size %lld", (long long)nbytes);
-    // 64-byte alignment, at least one line so that alloc(0) is unique.
-    size_t sz = (size_t)((nbytes + 63) / 64 * 64);
-    if (sz == 0) sz = 64;
-    void *p = std::aligned_alloc(64, sz);
-    if (!p) fail(Code::OUT_OF_MEMORY, "out of host memory allocating %lld bytes", (long long)nbytes);
-    std::lock_guard<std::mutex> lock(mu_);
-    sizes_[p] = nbytes;
-    live_ += nbytes;
-    return p;
-  }
-  void free(void *p) override {
-    if (!p) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = sizes_.find(p);
-      MT_CHECK(it != sizes_.end(), INVALID_ARGUMENT, "pointer %p was not allocated by the cpu backend (or was freed already)", p);
-      live_ -= it->second;
-      sizes_.erase(it);
-    }
-    std::free(p);
-  }
-  int64_t live_bytes() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return live_;
-  }
+  // 64-byte aligned blocks, small ones recycled (host_blocks.h); alloc(0) is unique.
+  void *alloc(int64_t nbytes) override { return blocks_.alloc(nbytes); }
+  void free(void *p) override { blocks_.free(p); }
+  int64_t live_bytes() const override { return blocks_.live_bytes(); }
   void copy_to_host(void *dst, const void *src, int64_t n) override { if (n) std::memmove(dst, src, (size_t)n); }
   void copy_from_host(void *dst, const void *src, int64_t n) override { if (n) std::memmove(dst, src, (size_t)n); }
   void copy(void *dst, const void *src, int64_t n) override { if (n) std::memmove(dst, src, (size_t)n); }
@@ -416,6 +397,12 @@ class CpuBackend final : public Backend {
     cpu::max_backward(dx, indices, dy, outer, reduce, inner, d);
   }
   void adam_step(const AdamArgs &a) override { cpu::adam_step(a); }
+  // ---- fused MSE backward (mse.cpp)
+  void mse_backward(void *dp, void *dt, const void *p, const void *t, const void *g, int64_t n, DType d,
+                    double scale) override {
+    cpu::mse_backward(dp, dt, p, t, g, n, d, scale);
+  }
+  // ---- end fused MSE backward
 
   void slice_copy(void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start, int64_t len,
                   DType d) override {
@@ -501,10 +488,27 @@ class CpuBackend final : public Backend {
   void causal_mask(uint8_t *out, int64_t t, int64_t s) override { cpu::causal_mask(out, t, s); }
   // ---- end fused transformer kernels
 
+  // ---- fusions (fusions.cpp)
+  void bias_act(void *y, const void *x, const void *bias, int64_t rows, int64_t n, Activation act,
+                DType dt) override {
+    cpu::bias_act(y, x, bias, rows, n, act, dt);
+  }
+  void bias_act_backward(void *dx, void *dbias, const void *dy, const void *x, const void *bias, int64_t rows,
+                         int64_t n, Activation act, DType dt) override {
+    cpu::bias_act_backward(dx, dbias, dy, x, bias, rows, n, act, dt);
+  }
+  void add_layer_norm(void *s, void *y, void *mean, void *rstd, const void *x, const void *residual, const void *gamma,
+                      const void *beta, int64_t rows, int64_t d, double eps, DType dt) override {
+    cpu::add_layer_norm(s, y, mean, rstd, x, residual, gamma, beta, rows, d, eps, dt);
+  }
+  void dropout_add(void *out, const void *x, const void *residual, int64_t n, double p, uint64_t seed,
+                   DType dt) override {
+    cpu::dropout_add(out, x, residual, n, p, seed, dt);
+  }
+  // ---- end fusions
+
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<void *, int64_t> sizes_;
-  int64_t live_ = 0;
+  cpu::HostBlocks blocks_;
 };
 
 }  // namespace

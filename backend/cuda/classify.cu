@@ -36,10 +36,12 @@
 #include <climits>
 #include <initializer_list>
 
+#include "minitorch.h"  // MT_API
 #include "backend/cuda/classify.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/row_stats.cuh"
+#include "backend/cuda/study.cuh"
 
 namespace mt {
 namespace cuda {
@@ -49,10 +51,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kWarpMaxCols = 2048;  // cross-entropy rows up to this width: a warp (or less) per row
 constexpr int64_t kSumChunk = 32768;    // elements per block in the deterministic sum
-
-unsigned grid_of(int64_t blocks) {
-  return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX);
-}
 
 // Blocks for a grid-stride loop over `work` items, kThreads per block, a few waves at most.
 unsigned grid_stride_blocks(Context &c, int64_t work) {
@@ -231,6 +229,42 @@ __global__ void __launch_bounds__(kThreads) ce_backward_kernel(T *dx, const T *x
       if constexpr (CE) val = g * (dexp(to_compute(x[u]) - l) - (hit ? A(1) : A(0)));
       else val = hit ? -g : A(0);
       dx[u] = from_compute<T>(val);
+    }
+  }
+}
+
+// (study, mt_study_cross_entropy) The cross-entropy backward, 16-byte units only (cols % N == 0,
+// x and dx aligned, rows * cols / N < 2^31), with UNROLL units in flight per thread and one block
+// per kThreads * UNROLL units, so each thread runs its body once (elementwise.cu's flat scheme);
+// ce_backward_kernel keeps one unit in flight per thread in a grid-stride loop.
+template <class T, int UNROLL>
+__global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, const T *x, const T *lse,
+                                                                        const int64_t *t, const T *dloss,
+                                                                        int64_t units, double scale, FastDivmod fd) {
+  using A = Compute<T>;
+  constexpr int W = Pack<T>::N;
+  const A g = (A)((double)to_compute(dloss[0]) * scale);
+  const int64_t base = (int64_t)blockIdx.x * kThreads * UNROLL + threadIdx.x;
+  Pack<T> v[UNROLL];
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const int64_t i = base + u * kThreads;
+    if (i < units) v[u] = load128(x + i * W);
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const int64_t i = base + u * kThreads;
+    if (i < units) {
+      uint32_t r, cu;
+      fd.divmod((uint32_t)i, r, cu);
+      const int64_t tr = t[r];
+      const A l = to_compute(lse[r]);
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        const bool hit = (int64_t)cu * W + j == tr;
+        v[u].v[j] = from_compute<T>(g * (dexp(to_compute(v[u].v[j]) - l) - (hit ? A(1) : A(0))));
+      }
+      store128(dx + i * W, v[u]);
     }
   }
 }
@@ -731,3 +765,57 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- the study hook (backend/cuda/study.cuh has the common rules) ---------------------------------
+//
+// mt_study_cross_entropy: one training step's cross-entropy kernels on device buffers of dtype
+// (F32, F16, BF16; F64 takes variant 0 only), borrowed for the call and queued on the library's
+// stream: the forward writes loss (1) = mean over rows of (lse_r - x[r, t_r]) and lse (rows); the
+// backward writes dx (rows, cols) = dloss[0] / rows * (softmax(x) - onehot(t)). x (rows, cols),
+// t (rows) int64 in [0, cols) (not checked here). variant:
+//   0  production (mt_cross_entropy's forward and backward kernels)
+//   1  the backward with 4 16-byte units in flight per thread, a block per 1024 units
+//   2  the same with 8 units in flight
+// 1 and 2 need cols % (16 / element size) == 0, 16-byte aligned x and dx, rows * cols / (16 /
+// element size) < 2^31 (MT_ERR_UNSUPPORTED otherwise).
+extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, const void *x, const int64_t *t,
+                                             const void *dloss, int64_t rows, int64_t cols, int32_t dtype,
+                                             int32_t variant) {
+  using namespace mt;
+  using namespace mt::cuda;
+  return study_entry("mt_study_cross_entropy", [&] {
+    check_variant(variant, 2);
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
+    MT_CHECK(rows > 0 && cols > 0, INVALID_ARGUMENT, "sizes must be positive (rows=%lld, cols=%lld)",
+             (long long)rows, (long long)cols);
+    MT_CHECK(loss && lse && dx && x && t && dloss, INVALID_ARGUMENT,
+             "null buffer (loss=%p, lse=%p, dx=%p, x=%p, t=%p, dloss=%p)", loss, lse, dx, x, (const void *)t, dloss);
+    NvtxRange range("study_cross_entropy");
+    Context &c = context();
+    const double scale = 1.0 / (double)rows;
+    dispatch_float((DType)dtype, "study_cross_entropy", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      constexpr int W = Pack<T>::N;
+      const int64_t units = rows * (cols / W);
+      const bool fits = sizeof(T) <= 4 && cols % W == 0 && is_aligned16(x) && is_aligned16(dx) &&
+                        units < (int64_t(1) << 31);
+      MT_CHECK(variant == 0 || fits, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at x=%p, dx=%p",
+               (int)variant, (long long)rows, (long long)cols, dtype_name((DType)dtype), x, dx);
+      cross_entropy(c, loss, lse, x, t, rows, cols, (DType)dtype, scale);
+      if (variant == 0) {
+        cross_entropy_backward(c, dx, x, lse, t, dloss, rows, cols, (DType)dtype, scale);
+        return;
+      }
+      const FastDivmod fd((uint32_t)(cols / W));
+      T *d = static_cast<T *>(dx);
+      const T *xt = static_cast<const T *>(x), *l = static_cast<const T *>(lse), *g = static_cast<const T *>(dloss);
+      if (variant == 1)
+        ce_backward_unrolled_kernel<T, 4><<<grid_of((units + kThreads * 4 - 1) / (kThreads * 4)), kThreads, 0,
+                                            c.stream>>>(d, xt, l, t, g, units, scale, fd);
+      else
+        ce_backward_unrolled_kernel<T, 8><<<grid_of((units + kThreads * 8 - 1) / (kThreads * 8)), kThreads, 0,
+                                            c.stream>>>(d, xt, l, t, g, units, scale, fd);
+      MT_CUDA_CHECK_LAUNCH("study_cross_entropy");
+    });
+  });
+}

@@ -12,6 +12,8 @@
 // for Hopper); without one it would cudaMalloc its own, which breaks graph capture.
 #include "backend/cuda/context.h"
 
+#include "minitorch.h"  // MT_API, for the study hook
+
 #include <cstdint>
 
 namespace mt {
@@ -59,6 +61,7 @@ Context::Context() {
   MT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   name = prop.name;
   sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+  cc_major = prop.major;
 
   int pools = 0;
   MT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
@@ -91,9 +94,19 @@ void *Context::alloc(int64_t nbytes) {
     cuda_fail(err, "cudaMallocAsync", __FILE__, __LINE__);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  sizes_[p] = nbytes;
+  try {
+    sizes_.insert(p, nbytes);
+    try {
+      if (capturing_) capture_allocs_[p] = true;
+    } catch (...) {
+      sizes_.erase(p);
+      throw;
+    }
+  } catch (...) {  // no host memory to track the block: give it back
+    (void)cudaFreeAsync(p, stream);
+    throw;
+  }
   live_ += nbytes;
-  if (capturing_) capture_allocs_[p] = true;
   return p;
 }
 
@@ -101,11 +114,10 @@ void Context::free(void *p) {
   if (!p) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = sizes_.find(p);
-    MT_CHECK(it != sizes_.end(), INVALID_ARGUMENT,
+    int64_t nbytes = 0;
+    MT_CHECK(sizes_.erase(p, &nbytes), INVALID_ARGUMENT,
              "cuda free: pointer %p was not returned by the cuda allocator (or was already freed)", p);
-    live_ -= it->second;
-    sizes_.erase(it);
+    live_ -= nbytes;
     if (capturing_ && !capture_allocs_.erase(p)) {
       deferred_frees_.push_back(p);  // made before the capture: free it once, after
       return;
@@ -139,11 +151,56 @@ cudaGraphExec_t Context::capture_end() {
     fail(Code::STATE, "recording the graph failed: %s (was something synchronized or read back while recording?)",
          cudaGetErrorString(err));
   }
+  count_graph_nodes(graph);
   cudaGraphExec_t exec = nullptr;
   err = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
   (void)cudaGraphDestroy(graph);
   if (err != cudaSuccess) cuda_fail(err, "cudaGraphInstantiateWithFlags", __FILE__, __LINE__);
   return exec;
+}
+
+// Fills graph_nodes from the recorded graph; on a failure to read it, the counts stay unset
+// (graph_recorded false) and the recording itself goes on.
+void Context::count_graph_nodes(cudaGraph_t graph) noexcept {
+  int64_t counts[kNodeKinds] = {};
+  bool ok = read_graph_nodes(graph, counts);
+  std::lock_guard<std::mutex> lock(graph_nodes_mu);
+  for (int k = 0; k < kNodeKinds; k++) graph_nodes[k] = counts[k];
+  graph_recorded = ok;
+}
+
+bool Context::read_graph_nodes(cudaGraph_t graph, int64_t (&counts)[kNodeKinds]) noexcept {
+  size_t count = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  std::vector<cudaGraphNode_t> nodes;
+  try {
+    nodes.resize(count);
+  } catch (...) {
+    return false;
+  }
+  if (count && cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  for (size_t i = 0; i < count; i++) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    switch (type) {
+      case cudaGraphNodeTypeKernel: counts[kKernelNodes]++; break;
+      case cudaGraphNodeTypeMemcpy: counts[kMemcpyNodes]++; break;
+      case cudaGraphNodeTypeMemset: counts[kMemsetNodes]++; break;
+      case cudaGraphNodeTypeMemAlloc: counts[kAllocNodes]++; break;
+      case cudaGraphNodeTypeMemFree: counts[kFreeNodes]++; break;
+      default: counts[kOtherNodes]++; break;
+    }
+  }
+  return true;
 }
 
 void Context::check_not_capturing(const char *what) const {
@@ -183,3 +240,33 @@ Context &context() {
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- the study hook ---------------------------------------------------------------------------
+//
+// mt_study_graph_nodes: an internal hook for scripts/bench/workloads.py and tests/gpu, NOT part of
+// the public API (no stability promise; exported for ctypes, with the mt_ prefix so the library
+// exports nothing else). It counts the launches of a stretch of work exactly, cuBLAS's and CUB's
+// kernels included, without a counter on the launch path: record the work with mt_graph_begin /
+// mt_graph_end, then read what the graph holds.
+//   counts  borrowed; receives up to n entries: [0] kernel launches, [1] memcpy, [2] memset,
+//           [3] memory allocations, [4] memory frees, [5] other nodes, of the graph recorded last
+//           (by any thread)
+// Returns 0 (MT_OK), MT_ERR_INVALID_ARGUMENT (counts NULL or n < 1), MT_ERR_STATE (no graph
+// recorded yet, or its nodes could not be read), MT_ERR_DEVICE (no GPU). It leaves
+// mt_last_error() alone.
+extern "C" MT_API int mt_study_graph_nodes(int64_t *counts, int64_t n) {
+  using namespace mt;
+  try {
+    MT_CHECK(counts && n >= 1, INVALID_ARGUMENT, "mt_study_graph_nodes: counts %p, n %lld", (void *)counts,
+             (long long)n);
+    cuda::Context &c = cuda::context();
+    std::lock_guard<std::mutex> lock(c.graph_nodes_mu);
+    if (!c.graph_recorded) return (int)Code::STATE;
+    for (int64_t i = 0; i < n && i < cuda::Context::kNodeKinds; i++) counts[i] = c.graph_nodes[i];
+    return 0;
+  } catch (const Error &e) {
+    return (int)e.code();
+  } catch (...) {
+    return (int)Code::INTERNAL;
+  }
+}

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/pointer_map.h"
 
 namespace mt {
 namespace cuda {
@@ -79,6 +80,7 @@ class Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   int sm_count = 1;
+  int cc_major = 0;  // compute capability major (9: Hopper; thread-block clusters from 9 on)
   std::string name;
 
   // User-visible allocations: tracked so live_bytes() is exact and free() can
@@ -98,16 +100,25 @@ class Context {
   void capture_begin();
   cudaGraphExec_t capture_end();  // instantiated with auto-free-on-launch
   bool capturing() const { return capturing_; }
+  // What the graph recorded last holds, by node kind (kernels are the launches of the recorded
+  // work, cuBLAS's and CUB's included): filled by capture_end, read by mt_study_graph_nodes.
+  enum GraphNodeKind { kKernelNodes, kMemcpyNodes, kMemsetNodes, kAllocNodes, kFreeNodes, kOtherNodes, kNodeKinds };
+  std::mutex graph_nodes_mu;  // guards the two below
+  int64_t graph_nodes[kNodeKinds] = {};
+  bool graph_recorded = false;
   // Throws Error(STATE) naming `what` while capturing (host reads cannot be recorded).
   void check_not_capturing(const char *what) const;
 
  private:
+  void count_graph_nodes(cudaGraph_t graph) noexcept;
+  static bool read_graph_nodes(cudaGraph_t graph, int64_t (&counts)[kNodeKinds]) noexcept;
+
   bool capturing_ = false;
   std::unordered_map<void *, bool> capture_allocs_;  // allocated during the current capture
   std::vector<void *> deferred_frees_;
   void *cublas_workspace_ = nullptr;
   mutable std::mutex mu_;
-  std::unordered_map<void *, int64_t> sizes_;
+  PointerMap sizes_;  // block -> the size asked for (no allocation per entry)
   int64_t live_ = 0;
 };
 

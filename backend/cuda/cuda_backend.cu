@@ -10,6 +10,8 @@
 #include "backend/cuda/compare.h"
 #include "backend/cuda/cnn.h"
 #include "backend/cuda/fused.h"
+#include "backend/cuda/fusions.h"
+#include "backend/cuda/mse.h"  // fused MSE backward
 #include "backend/cuda/ops.h"
 
 namespace mt {
@@ -133,6 +135,12 @@ class CudaBackend final : public Backend {
     cuda::max_backward(ctx_, dx, indices, dy, outer, reduce, inner, d);
   }
   void adam_step(const AdamArgs &a) override { cuda::adam_step(ctx_, a); }
+  // ---- fused MSE backward (mse.cu)
+  void mse_backward(void *dp, void *dt, const void *p, const void *t, const void *g, int64_t n, DType d,
+                    double scale) override {
+    cuda::mse_backward(ctx_, dp, dt, p, t, g, n, d, scale);
+  }
+  // ---- end fused MSE backward
   void slice_copy(void *out, const void *x, int64_t outer, int64_t size, int64_t inner, int64_t start, int64_t len,
                   DType d) override {
     cuda::slice_copy(ctx_, out, x, outer, size, inner, start, len, d);
@@ -225,6 +233,25 @@ class CudaBackend final : public Backend {
     cuda::flash_attention_backward(ctx_, dq, dk, dv, q, k, v, out, lse, dout, bh, tq, tk, d, dtype, scale, causal);
   }
   // ---- end FlashAttention
+
+  // ---- fusions (fusions.cu)
+  void bias_act(void *y, const void *x, const void *bias, int64_t rows, int64_t n, Activation act,
+                DType dt) override {
+    cuda::bias_act(ctx_, y, x, bias, rows, n, act, dt);
+  }
+  void bias_act_backward(void *dx, void *dbias, const void *dy, const void *x, const void *bias, int64_t rows,
+                         int64_t n, Activation act, DType dt) override {
+    cuda::bias_act_backward(ctx_, dx, dbias, dy, x, bias, rows, n, act, dt);
+  }
+  void add_layer_norm(void *s, void *y, void *mean, void *rstd, const void *x, const void *residual, const void *gamma,
+                      const void *beta, int64_t rows, int64_t d, double eps, DType dt) override {
+    cuda::add_layer_norm(ctx_, s, y, mean, rstd, x, residual, gamma, beta, rows, d, eps, dt);
+  }
+  void dropout_add(void *out, const void *x, const void *residual, int64_t n, double p, uint64_t seed,
+                   DType dt) override {
+    cuda::dropout_add(ctx_, out, x, residual, n, p, seed, dt);
+  }
+  // ---- end fusions
 
  private:
   static void check_copy(const char *what, const void *dst, const void *src, int64_t nbytes) {

@@ -18,10 +18,12 @@
 #include <algorithm>
 #include <climits>
 
+#include "minitorch.h"  // MT_API
 #include "backend/cuda/context.h"
 #include "backend/philox.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/study.cuh"
 
 namespace mt {
 namespace cuda {
@@ -118,14 +120,17 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(T *out, int64_t n, doubl
 // every pointer is 16-byte aligned and elements move in Pack<T> groups of 16 bytes; each
 // thread first issues up to kUnroll loads per operand, then computes and stores, so several
 // memory transactions are in flight per thread. In-place use (out == a) is safe: every
-// element is read before it is written, by the same thread.
-template <class T, bool VEC, int ARITY, class Fn>
+// element is read before it is written, by the same thread. UNROLL (accesses in flight) and
+// CS (streaming cache hints on the 16-byte accesses) are the study's knobs (mt_study_relu).
+template <class T, bool VEC, int ARITY, class Fn, int UNROLL = kUnroll, bool CS = false>
 __global__ void __launch_bounds__(kThreads) map_flat_kernel(T *out, const T *a, const T *b,
                                                             int64_t n, Fn fn) {
   constexpr int N = VEC ? Pack<T>::N : 1;
   using V = typename std::conditional<VEC, Pack<T>, T>::type;
   auto load = [](const T *p) -> V {
-    if constexpr (VEC) return load128(p); else return *p;
+    if constexpr (VEC && CS) return load128_cs(p);
+    else if constexpr (VEC) return load128(p);
+    else return *p;
   };
   auto elem = [](const V &v, int k) -> T {
     if constexpr (VEC) return v.v[k]; else { (void)k; return v; }
@@ -145,23 +150,25 @@ __global__ void __launch_bounds__(kThreads) map_flat_kernel(T *out, const T *a, 
     return r;
   };
   auto store = [](T *p, const V &v) {
-    if constexpr (VEC) store128(p, v); else *p = v;
+    if constexpr (VEC && CS) store128_cs(p, v);
+    else if constexpr (VEC) store128(p, v);
+    else *p = v;
   };
 
   const int64_t nv = n / N;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   int64_t i = tid;
-  for (; i + (kUnroll - 1) * stride < nv; i += kUnroll * stride) {
-    V xa[kUnroll], xb[kUnroll];
+  for (; i + (UNROLL - 1) * stride < nv; i += UNROLL * stride) {
+    V xa[UNROLL], xb[UNROLL];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       xa[u] = load(a + (i + u * stride) * N);
       if constexpr (ARITY == 2) xb[u] = load(b + (i + u * stride) * N);
       else xb[u] = xa[u];
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) store(out + (i + u * stride) * N, compute(xa[u], xb[u]));
+    for (int u = 0; u < UNROLL; ++u) store(out + (i + u * stride) * N, compute(xa[u], xb[u]));
   }
   for (; i < nv; i += stride) {
     const V xa = load(a + i * N);
@@ -229,17 +236,20 @@ __global__ void __launch_bounds__(kThreads) binary_bcast64_kernel(T *out, const 
 
 // ---- launch helpers ---------------------------------------------------------------------
 
-template <class T, int ARITY, class Fn>
+// The flat launch. Production: UNROLL = kUnroll, no cache hints, and one block per
+// kThreads * UNROLL packs so every thread runs the unrolled loop once (measured on an H200,
+// 64M f32 add: 4.19 TB/s against 3.95 TB/s for a one-wave grid-stride grid, where the last
+// wave's tail and fewer loads in flight cost 5%). WAVE: that one-wave grid-stride grid instead.
+// The other settings are study variants (mt_study_relu).
+template <class T, int ARITY, class Fn, int UNROLL = kUnroll, bool CS = false, bool WAVE = false>
 void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn fn) {
   Context &c = context();
   const bool vec = is_aligned16(out) && is_aligned16(a) && (ARITY == 1 || is_aligned16(b));
   if (vec) {
-    constexpr auto kernel = map_flat_kernel<T, true, ARITY, Fn>;
-    // One block per kThreads * kUnroll packs, so every thread runs the unrolled loop once:
-    // measured on an H200 (64M f32 add), 4.19 TB/s against 3.95 TB/s for a one-wave
-    // grid-stride grid, where the last wave's tail and fewer loads in flight cost 5%.
-    const int64_t blocks = (n / Pack<T>::N + kThreads * kUnroll - 1) / (kThreads * kUnroll);
-    const unsigned grid = (unsigned)std::max<int64_t>(1, std::min<int64_t>(blocks, INT32_MAX));
+    constexpr auto kernel = map_flat_kernel<T, true, ARITY, Fn, UNROLL, CS>;
+    const int64_t packs = n / Pack<T>::N;
+    const unsigned grid = WAVE ? wave_grid<kernel>(c.sm_count, packs, kThreads, kThreads)
+                               : grid_of((packs + kThreads * UNROLL - 1) / (kThreads * UNROLL));
     kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
   } else {
     constexpr auto kernel = map_flat_kernel<T, false, ARITY, Fn>;
@@ -420,3 +430,55 @@ void launch_binary(Binary op, void *out, const void *a, const void *b, const Bro
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- study hooks (backend/cuda/study.cuh has their common rules) --------------------------------
+//
+// mt_study_stream: *stream = the library's CUDA stream (a cudaStream_t), on which every op and
+// study hook queues its work, so that a benchmark can time them with CUDA events recorded on it
+// (torch.cuda.ExternalStream). Borrowed: valid until the process ends.
+extern "C" MT_API int mt_study_stream(void **stream) {
+  return mt::cuda::study_entry("mt_study_stream", [&] {
+    MT_CHECK(stream, INVALID_ARGUMENT, "stream is NULL");
+    *stream = (void *)mt::cuda::context().stream;
+  });
+}
+
+// mt_study_relu: out (n) = relu(x (n)), device pointers of dtype (an mt_dtype: F32, F64, F16,
+// BF16), borrowed for the call, queued on the library's stream. variant:
+//   0  production (what mt_relu runs): 4 packs in flight per thread, one block per 1024 packs
+//   1  4 packs in flight, one wave of resident blocks walking the array (grid-stride)
+//   2  8 packs in flight per thread, one block per 2048 packs
+//   3  (0) with streaming cache hints (ld.global.cs / st.global.cs)
+//   4  (2) with streaming cache hints
+//   5  (4) on the one-wave grid-stride grid
+// Variants 1..5 need 16-byte aligned out and x (MT_ERR_UNSUPPORTED otherwise).
+extern "C" MT_API int mt_study_relu(void *out, const void *x, int64_t n, int32_t dtype, int32_t variant) {
+  using namespace mt;
+  using namespace mt::cuda;
+  return study_entry("mt_study_relu", [&] {
+    check_variant(variant, 5);
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
+    MT_CHECK(n >= 0, INVALID_ARGUMENT, "negative element count %lld", (long long)n);
+    if (n == 0) return;
+    MT_CHECK(out && x, INVALID_ARGUMENT, "null buffer (out=%p, x=%p)", out, x);
+    MT_CHECK(variant == 0 || (is_aligned16(out) && is_aligned16(x)), UNSUPPORTED,
+             "variant %d needs 16-byte aligned buffers (out=%p, x=%p)", (int)variant, out, x);
+    NvtxRange range("study_relu");
+    dispatch_float((DType)dtype, "study_relu", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = Compute<T>;
+      using Fn = UnaryFn<Unary::RELU, C>;
+      T *o = static_cast<T *>(out);
+      const T *in = static_cast<const T *>(x);
+      const Fn fn{C(0)};
+      switch (variant) {
+        case 0: launch_flat<T, 1, Fn>("study_relu", o, in, in, n, fn); break;
+        case 1: launch_flat<T, 1, Fn, 4, false, true>("study_relu", o, in, in, n, fn); break;
+        case 2: launch_flat<T, 1, Fn, 8, false, false>("study_relu", o, in, in, n, fn); break;
+        case 3: launch_flat<T, 1, Fn, 4, true, false>("study_relu", o, in, in, n, fn); break;
+        case 4: launch_flat<T, 1, Fn, 8, true, false>("study_relu", o, in, in, n, fn); break;
+        default: launch_flat<T, 1, Fn, 8, true, true>("study_relu", o, in, in, n, fn); break;
+      }
+    });
+  });
+}

@@ -38,10 +38,12 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "minitorch.h"  // MT_API
 #include "backend/cuda/context.h"
 #include "backend/cuda/fused.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/row_stats.cuh"
+#include "backend/cuda/study.cuh"
 
 namespace mt {
 namespace cuda {
@@ -50,21 +52,12 @@ namespace {
 
 constexpr int kRowThreads = 256;        // blocks of the warp-per-row kernels
 constexpr int kBlockThreads = 512;      // blocks of the uncached block-per-row kernels
-constexpr int kMaxBlockThreads = 1024;  // blocks of the register-cached block-per-row kernels
 constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or less) each
 constexpr int64_t kFwdCachedMaxCols = 32768;
 constexpr int64_t kBwdCachedMaxCols = 16384;
 constexpr int kElemThreads = 256;       // gelu, causal mask
 constexpr int kElemUnroll = 4;          // 16-byte packs in flight per gelu thread
 constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 8 row-lanes
-
-// The 128-bit register-cached row paths are built for the 2- and 4-byte types; float64 (the
-// gradcheck dtype) takes the uncached kernels, which keeps the build smaller.
-template <class T>
-constexpr bool kVecType = sizeof(T) <= 4;
-
-template <int V>
-using IntC = std::integral_constant<int, V>;
 
 // ---- math ---------------------------------------------------------------------------------
 
@@ -136,7 +129,7 @@ struct RowGroup {
 
 // (cached) Forward: PL 16-byte packs per thread hold the row (G * PL * N >= d, d % N == 0).
 template <class T, int PL, bool BLOCK>
-__global__ void __launch_bounds__(BLOCK ? kMaxBlockThreads : kRowThreads)
+__global__ void __launch_bounds__(BLOCK ? kCachedBlockThreads : kRowThreads)
     ln_fwd_vec_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
                       int64_t rows, int64_t d, Compute<T> eps, int G) {
   using A = Compute<T>;
@@ -266,9 +259,128 @@ __global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
   }
 }
 
+// (fit) Forward for rows of exactly G * PL packs, G and PL compile-time (study variant 6): the
+// cached warp kernel without per-pack bounds, with pack addresses at constant offsets from one
+// base and no grid-stride loop, so ptxas holds the row in far fewer registers (ptxas -v, sm_90,
+// f32: 1024 columns 119 -> 58 registers, 128 columns as 8 lanes x 4 packs 58 -> 40) and more
+// rows are in flight per SM (softmax.cu's fit kernel).
+template <class T, int PL, int G>
+__global__ void __launch_bounds__(kRowThreads)
+    ln_fwd_fit_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                      int64_t rows, Compute<T> eps) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int64_t kD = (int64_t)G * PL * N;
+  constexpr int kPerBlock = kRowThreads / G;
+  const int64_t r = (int64_t)blockIdx.x * kPerBlock + threadIdx.x / G;
+  const bool valid = r < rows;  // lanes past the end still take part in the shuffles
+  const int64_t col = (threadIdx.x % G) * N;
+  Pack<T> v[PL];
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (valid) {
+      v[k] = load128(x + r * kD + col + k * G * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+    }
+  }
+  const A m = group_sum(s, G) / A(kD);
+  A q = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (valid) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A c = to_compute(v[k].v[j]) - m;
+        q += c * c;
+      }
+    }
+  }
+  const A rs = drsqrt(group_sum(q, G) / A(kD) + eps);
+  if (valid && threadIdx.x % G == 0) {
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (valid) {
+      const int64_t c = col + k * G * N;
+      const Pack<T> w = pack_or(gamma, c, 1.f), b = pack_or(beta, c, 0.f);
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+      store128(y + r * kD + c, o);
+    }
+  }
+}
+
+// (cluster) Forward split over a cluster of K blocks per row (sm_90; study variants 4, 5): block
+// `rank` holds packs [rank * slice, (rank + 1) * slice) of the row in registers, PL per thread;
+// the row sums go over the cluster through distributed shared memory (softmax.cu's cluster
+// kernel). One DRAM read of x, and a K-th of a row per block keeps many rows in flight per SM.
+// Grid: rows * K.
+template <class T, int PL>
+__global__ void __launch_bounds__(kRowThreads)
+    ln_fwd_cluster_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                          int64_t d, Compute<T> eps, int64_t slice) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  __shared__ A slot[2];
+  cg::cluster_group cl = cg::this_cluster();
+  const int64_t r = blockIdx.x / cl.num_blocks();
+  const int64_t p0 = (int64_t)cl.block_rank() * slice;
+  const int64_t p1 = min(p0 + slice, d / N);
+  Pack<T> v[PL];
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) {
+      v[k] = load128(x + r * d + p * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+    }
+  }
+  const A m = cluster_allsum(s, red, &slot[0]) / A(d);
+  A q = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A c = to_compute(v[k].v[j]) - m;
+        q += c * c;
+      }
+    }
+  }
+  const A rs = drsqrt(cluster_allsum(q, red, &slot[1]) / A(d) + eps);
+  if (cl.block_rank() == 0 && threadIdx.x == 0) {
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) {
+      const Pack<T> w = pack_or(gamma, p * N, 1.f), b = pack_or(beta, p * N, 0.f);
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+      store128(y + r * d + p * N, o);
+    }
+  }
+  cl.sync();  // no block leaves while another may still read its slots
+}
+
 // (cached) dx: x and dy of the row held in registers (G * PL * N >= d, d % N == 0).
 template <class T, int PL, bool BLOCK>
-__global__ void __launch_bounds__(BLOCK ? kMaxBlockThreads : kRowThreads)
+__global__ void __launch_bounds__(BLOCK ? kCachedBlockThreads : kRowThreads)
     ln_bwd_vec_kernel(T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd, const T *gamma,
                       int64_t rows, int64_t d, int G) {
   using A = Compute<T>;
@@ -429,9 +541,10 @@ struct ParamStore {
 // ---- gelu and the causal mask -----------------------------------------------------------------
 
 // out = gelu(x) (BWD false) or gelu'(x) * dy (BWD true) over n elements. VEC: every pointer
-// 16-byte aligned; each thread loads kElemUnroll packs per operand before computing, as the
-// flat kernels of elementwise.cu; the n % N tail is done by the first threads.
-template <class T, bool VEC, bool BWD>
+// 16-byte aligned; each thread loads UNROLL packs per operand before computing, as the
+// flat kernels of elementwise.cu; the n % N tail is done by the first threads. UNROLL and CS
+// (streaming cache hints) are the study's knobs (mt_study_gelu).
+template <class T, bool VEC, bool BWD, int UNROLL = kElemUnroll, bool CS = false>
 __global__ void __launch_bounds__(kElemThreads) gelu_kernel(T *out, const T *x, const T *dy, int64_t n) {
   auto f = [](T xv, T dv) -> T {
     if constexpr (BWD) return from_compute<T>(gelu_grad(to_compute(xv), to_compute(dv)));
@@ -442,24 +555,25 @@ __global__ void __launch_bounds__(kElemThreads) gelu_kernel(T *out, const T *x, 
   if constexpr (VEC) {
     constexpr int N = Pack<T>::N;
     const int64_t nv = n / N;
-    for (int64_t i = tid; i < nv; i += kElemUnroll * stride) {
-      Pack<T> vx[kElemUnroll], vd[kElemUnroll];
+    for (int64_t i = tid; i < nv; i += UNROLL * stride) {
+      Pack<T> vx[UNROLL], vd[UNROLL];
 #pragma unroll
-      for (int u = 0; u < kElemUnroll; ++u) {
+      for (int u = 0; u < UNROLL; ++u) {
         const int64_t p = i + u * stride;
         if (p < nv) {
-          vx[u] = load128(x + p * N);
-          if constexpr (BWD) vd[u] = load128(dy + p * N);
+          vx[u] = CS ? load128_cs(x + p * N) : load128(x + p * N);
+          if constexpr (BWD) vd[u] = CS ? load128_cs(dy + p * N) : load128(dy + p * N);
         }
       }
 #pragma unroll
-      for (int u = 0; u < kElemUnroll; ++u) {
+      for (int u = 0; u < UNROLL; ++u) {
         const int64_t p = i + u * stride;
         if (p < nv) {
           Pack<T> o;
 #pragma unroll
           for (int j = 0; j < N; ++j) o.v[j] = f(vx[u].v[j], BWD ? vd[u].v[j] : vx[u].v[j]);
-          store128(out + p * N, o);
+          if constexpr (CS) store128_cs(out + p * N, o);
+          else store128(out + p * N, o);
         }
       }
     }
@@ -480,61 +594,27 @@ __global__ void __launch_bounds__(kElemThreads) causal_mask_kernel(uint8_t *out,
 
 // ---- shapes and dispatch ----------------------------------------------------------------------
 
-unsigned grid_of(int64_t blocks) { return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX); }
-
-template <class T>
-bool vec_ok(int64_t d, std::initializer_list<const void *> ptrs) {
-  if constexpr (!kVecType<T>) {
-    return false;
-  } else {
-    if (d % Pack<T>::N != 0) return false;
-    for (const void *p : ptrs)
-      if (!is_aligned16(p)) return false;  // a null pointer counts as aligned
-    return true;
-  }
-}
-
 // How the register-cached kernels cover a row of `packs` 16-byte packs: lanes G per row and PL
-// packs per lane. Rows up to kWarpMaxCols elements take G <= 32 lanes of a warp (the fewest
-// lanes that hold the row in one pack each, or 32 lanes of several packs); wider rows a block
-// of `threads` (a multiple of 32, <= 1024) with the fewest packs per thread, PL <= max_pl.
-// False when the row does not fit.
+// packs per lane. Rows up to kWarpMaxCols elements take G <= 32 lanes of a warp (warp_shape:
+// the fewest lanes that hold the row in min_pl packs each, or 32 lanes of several packs); wider
+// rows a block of `threads` (a multiple of 32, <= 1024) with the fewest packs per thread,
+// PL <= max_pl (block_shape). False when the row does not fit.
 struct RowShape {
   bool block = false;
   int G = 32, PL = 1, threads = kRowThreads;
 };
-bool cached_shape(int64_t d, int n_per_pack, int max_block_pl, RowShape &s) {
+bool cached_shape(int64_t d, int n_per_pack, int max_block_pl, RowShape &s, int min_pl = 1) {
   const int64_t packs = d / n_per_pack;
   if (d <= kWarpMaxCols) {
     s.block = false;
     s.threads = kRowThreads;
-    s.G = packs <= 32 ? next_pow2(packs) : 32;
-    s.PL = packs <= 32 ? 1 : next_pow2((packs + 31) / 32);
+    warp_shape(packs, s.G, s.PL, min_pl);
     return true;
   }
-  for (int pl = 1; pl <= max_block_pl; pl <<= 1) {
-    if (packs <= (int64_t)kMaxBlockThreads * pl) {
-      s.block = true;
-      s.PL = pl;
-      s.threads = (int)(((packs + pl - 1) / pl + 31) / 32 * 32);
-      s.G = s.threads;
-      return true;
-    }
-  }
-  return false;
-}
-
-// fn(IntC<pl>) for pl in {1, 2, 4, 8} up to MaxPL.
-template <int MaxPL, class Fn>
-void with_pl(int pl, Fn &&fn) {
-  switch (pl) {
-    case 1: fn(IntC<1>{}); return;
-    case 2: if constexpr (MaxPL >= 2) { fn(IntC<2>{}); return; } break;
-    case 4: if constexpr (MaxPL >= 4) { fn(IntC<4>{}); return; } break;
-    case 8: if constexpr (MaxPL >= 8) { fn(IntC<8>{}); return; } break;
-    default: break;
-  }
-  MT_ASSERT(!"packs per thread out of range");
+  s.block = true;
+  if (!block_shape(packs, max_block_pl, s.PL, s.threads)) return false;
+  s.G = s.threads;
+  return true;
 }
 
 // Launches the cached kernel of a row shape: Kernel<PL, BLOCK>::launch(grid, threads, G).
@@ -542,39 +622,87 @@ void with_pl(int pl, Fn &&fn) {
 template <int kWarpPL, int kBlockPL, class Launch>
 void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
   if (s.block) {
-    with_pl<kBlockPL>(s.PL, [&](auto pl) { launch(pl, std::true_type{}, grid_of(rows), s.threads, s.G); });
+    dispatch_pl<kBlockPL>(s.PL, [&](auto pl) { launch(pl, std::true_type{}, grid_of(rows), s.threads, s.G); });
   } else {
     const int64_t per_block = kRowThreads / s.G;
-    with_pl<kWarpPL>(s.PL, [&](auto pl) {
+    dispatch_pl<kWarpPL>(s.PL, [&](auto pl) {
       launch(pl, std::false_type{}, grid_of((rows + per_block - 1) / per_block), kRowThreads, s.G);
     });
   }
 }
 
+// One forward launch of study variant `variant` (0: the production choice, see the file's doc).
+// Returns false when the variant cannot take the shape: 1-6 need 16-byte rows and pointers and a 2-
+// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5 wider rows.
+//   1, 2  the register-cached warp kernel with at least 2 / 4 packs per lane (fewer lanes per row)
+//   3     the uncached block-per-row kernel, 16-byte accesses, re-reading the row from L2
+//   4, 5  clusters of 8 / 4 blocks per row (ln_fwd_cluster_kernel)
+//   6     rows of exactly 8 x 4, 16 x 4, 32 x 4 or 32 x 8 packs (warp_shape with at least 4 packs
+//         per lane) in ln_fwd_fit_kernel
 template <class T>
-void layer_norm_t(Context &c, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
-                  int64_t rows, int64_t d, double eps) {
+bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma,
+                  const T *beta, int64_t rows, int64_t d, double eps) {
   using A = Compute<T>;
-  RowShape s;
+  const bool vec = vec_ok<T>(d, {y, x, gamma, beta});
+  // Production takes the exact-fit kernel where a row is exactly G x PL packs: bw_study.py (H200,
+  // f32) 1.48x / 5.38x PyTorch at 65536 x 1024 / 262144 x 128 against 1.42x / 4.72x.
+  if (variant == 0 && vec && d <= kWarpMaxCols && layer_norm_t<T>(c, 6, y, mean, rstd, x, gamma, beta, rows, d, eps))
+    return true;
   bool done = false;
   if constexpr (kVecType<T>) {
     constexpr int N = Pack<T>::N;
     constexpr int kWarpPL = (int)(kWarpMaxCols / (32 * N));
-    constexpr int kBlockPL = (int)(kFwdCachedMaxCols / (kMaxBlockThreads * N));
-    if (vec_ok<T>(d, {y, x, gamma, beta}) && cached_shape(d, N, kBlockPL, s)) {
+    constexpr int kBlockPL = (int)(kFwdCachedMaxCols / (kCachedBlockThreads * N));
+    RowShape s;
+    const bool cached = variant <= 2 && vec && (variant == 0 || d <= kWarpMaxCols) &&
+                        cached_shape(d, N, kBlockPL, s, variant == 0 ? 1 : 2 * variant);
+    if (cached) {
       launch_cached<kWarpPL, kBlockPL>(s, rows, [&](auto pl, auto block, unsigned grid, int threads, int G) {
         ln_fwd_vec_kernel<T, decltype(pl)::value, decltype(block)::value>
             <<<grid, threads, 0, c.stream>>>(y, mean, rstd, x, gamma, beta, rows, d, (A)eps, G);
       });
       done = true;
+    } else if (variant == 3 && vec && d > kWarpMaxCols) {
+      ln_fwd_rows_kernel<T, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, mean, rstd, x, gamma, beta,
+                                                                                     rows, d, (A)eps);
+      done = true;
+    } else if (variant == 6 && vec && d <= kWarpMaxCols) {
+      int G = 0, PL = 0;
+      warp_shape(d / N, G, PL, 4);
+      if ((int64_t)G * PL * N != d) return false;
+      auto launch = [&](auto g, auto pl) {
+        constexpr int kG = decltype(g)::value;
+        ln_fwd_fit_kernel<T, decltype(pl)::value, kG>
+            <<<grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG)), kRowThreads, 0, c.stream>>>(
+                y, mean, rstd, x, gamma, beta, rows, (A)eps);
+      };
+      if (G == 8 && PL == 4) launch(IntC<8>{}, IntC<4>{});
+      else if (G == 16 && PL == 4) launch(IntC<16>{}, IntC<4>{});
+      else if (G == 32 && PL == 4) launch(IntC<32>{}, IntC<4>{});
+      else if (G == 32 && PL == 8) launch(IntC<32>{}, IntC<8>{});
+      else return false;
+      done = true;
+    } else if ((variant == 4 || variant == 5) && vec && d > kWarpMaxCols) {
+      constexpr int kMaxPL = 8;
+      const int K = variant == 4 ? 8 : 4;
+      int64_t slice = 0;
+      int PL = 0, threads = 0;
+      if (!cluster_shape(d / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
+      dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+        MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster_kernel<T, decltype(pl)::value>, (unsigned)(rows * K), threads, K,
+                                     c.stream, y, mean, rstd, x, gamma, beta, d, (A)eps, slice));
+      });
+      done = true;
     }
   }
   if (done) {
+  } else if (variant != 0) {
+    return false;
   } else if (d <= kWarpMaxCols) {
     const int64_t per_block = kRowThreads / 32;
     ln_fwd_rows_kernel<T, false, false><<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(
         y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
-  } else if (vec_ok<T>(d, {y, x, gamma, beta})) {
+  } else if (vec) {
     if constexpr (kVecType<T>)
       ln_fwd_rows_kernel<T, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(y, mean, rstd, x, gamma, beta,
                                                                                      rows, d, (A)eps);
@@ -583,6 +711,7 @@ void layer_norm_t(Context &c, T *y, Compute<T> *mean, Compute<T> *rstd, const T 
                                                                                       rows, d, (A)eps);
   }
   MT_CUDA_CHECK_LAUNCH("layer_norm");
+  return true;
 }
 
 template <class T>
@@ -593,7 +722,7 @@ void layer_norm_dx_t(Context &c, T *dx, const T *dy, const T *x, const Compute<T
   if constexpr (kVecType<T>) {
     constexpr int N = Pack<T>::N;
     constexpr int kWarpPL = (int)(kWarpMaxCols / (32 * N));
-    constexpr int kBlockPL = (int)(kBwdCachedMaxCols / (kMaxBlockThreads * N));
+    constexpr int kBlockPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
     if (vec_ok<T>(d, {dx, dy, x, gamma}) && cached_shape(d, N, kBlockPL, s)) {
       launch_cached<kWarpPL, kBlockPL>(s, rows, [&](auto pl, auto block, unsigned grid, int threads, int G) {
         ln_bwd_vec_kernel<T, decltype(pl)::value, decltype(block)::value>
@@ -643,13 +772,15 @@ void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
 }
 
-template <class T, bool BWD>
+// Production: UNROLL = kElemUnroll, no cache hints; the study's variants (mt_study_gelu) set them.
+template <class T, bool BWD, int UNROLL = kElemUnroll, bool CS = false>
 void gelu_t(Context &c, T *out, const T *x, const T *dy, int64_t n) {
   const bool vec = is_aligned16(out) && is_aligned16(x) && is_aligned16(dy);
   if (vec) {
-    // one block per kElemThreads * kElemUnroll packs: every thread runs the unrolled body once
-    const int64_t per_block = (int64_t)kElemThreads * kElemUnroll * Pack<T>::N;
-    gelu_kernel<T, true, BWD><<<grid_of((n + per_block - 1) / per_block), kElemThreads, 0, c.stream>>>(out, x, dy, n);
+    // one block per kElemThreads * UNROLL packs: every thread runs the unrolled body once
+    const int64_t per_block = (int64_t)kElemThreads * UNROLL * Pack<T>::N;
+    gelu_kernel<T, true, BWD, UNROLL, CS>
+        <<<grid_of((n + per_block - 1) / per_block), kElemThreads, 0, c.stream>>>(out, x, dy, n);
   } else {
     constexpr auto kernel = gelu_kernel<T, false, BWD>;
     kernel<<<wave_grid<kernel>(c.sm_count, n, kElemThreads, kElemThreads), kElemThreads, 0, c.stream>>>(out, x, dy, n);
@@ -675,8 +806,10 @@ void layer_norm(Context &c, void *y, void *mean, void *rstd, const void *x, cons
   dispatch_float(dtype, "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Compute<T>;
-    layer_norm_t<T>(c, static_cast<T *>(y), static_cast<A *>(mean), static_cast<A *>(rstd), static_cast<const T *>(x),
-                    static_cast<const T *>(gamma), static_cast<const T *>(beta), rows, d, eps);
+    const bool ok = layer_norm_t<T>(c, 0, static_cast<T *>(y), static_cast<A *>(mean), static_cast<A *>(rstd),
+                                     static_cast<const T *>(x), static_cast<const T *>(gamma),
+                                     static_cast<const T *>(beta), rows, d, eps);
+    MT_ASSERT(ok);
   });
 }
 
@@ -732,3 +865,78 @@ void causal_mask(Context &c, uint8_t *out, int64_t t, int64_t s) {
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- the study hook (backend/cuda/study.cuh has the common rules) ----------------------------------
+//
+// mt_study_layer_norm: the layer_norm forward of study variant `variant` (layer_norm_t's list; 0
+// is what mt_layer_norm runs) on device buffers of dtype (F32, F64, F16, BF16), borrowed for the
+// call and queued on the library's stream: y, x (rows, d); gamma, beta (d) or NULL; mean, rstd
+// (rows) in float (double for F64). Returns 0, or MT_ERR_UNSUPPORTED for a variant that cannot
+// take the shape, or another mt_status value; mt_last_error() says why.
+extern "C" MT_API int mt_study_layer_norm(void *y, void *mean, void *rstd, const void *x, const void *gamma,
+                                          const void *beta, int64_t rows, int64_t d, double eps, int32_t dtype,
+                                          int32_t variant) {
+  using namespace mt;
+  using namespace mt::cuda;
+  return study_entry("mt_study_layer_norm", [&] {
+    check_variant(variant, 6);
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
+    MT_CHECK(rows >= 0 && d >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, d=%lld)", (long long)rows,
+             (long long)d);
+    if (rows == 0 || d == 0) return;
+    MT_CHECK(y && mean && rstd && x, INVALID_ARGUMENT, "null buffer (y=%p, mean=%p, rstd=%p, x=%p)", y, mean, rstd, x);
+    NvtxRange range("study_layer_norm");
+    Context &c = context();
+    dispatch_float((DType)dtype, "study_layer_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = Compute<T>;
+      const bool ok = layer_norm_t<T>(c, variant, static_cast<T *>(y), static_cast<A *>(mean),
+                                      static_cast<A *>(rstd), static_cast<const T *>(x),
+                                      static_cast<const T *>(gamma), static_cast<const T *>(beta), rows, d, eps);
+      MT_CHECK(ok, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at y=%p, x=%p, gamma=%p, beta=%p",
+               (int)variant, (long long)rows, (long long)d, dtype_name((DType)dtype), y, x, gamma, beta);
+    });
+  });
+}
+
+// mt_study_gelu: out (n) = gelu(x) (backward 0) or gelu'(x) * dy (backward 1, dy a real gradient)
+// on device buffers of dtype (F32, F64, F16, BF16), borrowed for the call and queued on the
+// library's stream; the kernels of mt_gelu and of its backward. variant:
+//   0  production: 4 packs in flight per thread and operand
+//   1  8 packs in flight
+//   2  (0) with streaming cache hints (ld.global.cs / st.global.cs)
+//   3  (1) with streaming cache hints
+// Variants 1-3 need 16-byte aligned buffers (MT_ERR_UNSUPPORTED otherwise).
+extern "C" MT_API int mt_study_gelu(void *out, const void *x, const void *dy, int64_t n, int32_t dtype,
+                                    int32_t backward, int32_t variant) {
+  using namespace mt;
+  using namespace mt::cuda;
+  return study_entry("mt_study_gelu", [&] {
+    check_variant(variant, 3);
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
+    MT_CHECK(backward == 0 || backward == 1, INVALID_ARGUMENT, "backward %d is not 0 or 1", (int)backward);
+    MT_CHECK(n >= 0, INVALID_ARGUMENT, "negative element count %lld", (long long)n);
+    if (n == 0) return;
+    MT_CHECK(out && x && (dy || !backward), INVALID_ARGUMENT, "null buffer (out=%p, x=%p, dy=%p)", out, x, dy);
+    MT_CHECK(variant == 0 || (is_aligned16(out) && is_aligned16(x) && is_aligned16(dy)), UNSUPPORTED,
+             "variant %d needs 16-byte aligned buffers (out=%p, x=%p, dy=%p)", (int)variant, out, x, dy);
+    NvtxRange range("study_gelu");
+    Context &c = context();
+    dispatch_float((DType)dtype, "study_gelu", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T *o = static_cast<T *>(out);
+      const T *xt = static_cast<const T *>(x), *dt = static_cast<const T *>(dy);
+      auto run = [&](auto bwd) {
+        constexpr bool B = decltype(bwd)::value;
+        switch (variant) {
+          case 0: gelu_t<T, B>(c, o, xt, dt, n); break;
+          case 1: gelu_t<T, B, 8, false>(c, o, xt, dt, n); break;
+          case 2: gelu_t<T, B, kElemUnroll, true>(c, o, xt, dt, n); break;
+          default: gelu_t<T, B, 8, true>(c, o, xt, dt, n); break;
+        }
+      };
+      if (backward) run(std::true_type{});
+      else run(std::false_type{});
+    });
+  });
+}

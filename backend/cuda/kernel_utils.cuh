@@ -4,7 +4,10 @@
 //   to_compute/from_compute, convert<D>(s)   dtype conversions (C-cast semantics)
 //   Pack<T>, load128/store128               16-byte vector loads and stores
 //   is_aligned16                            host-side alignment test for the vector paths
+//   load128_cs/store128_cs                  the same with streaming cache hints (ld/st.global.cs)
+//   grid_of                                 a block count clamped to [1, INT_MAX]
 //   wave_grid                               grid-stride grid of one wave of resident blocks
+//   launch_cluster                          a launch in thread-block clusters of K blocks (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   warp_sum / block_sum                    deterministic shuffle reductions
 //   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
@@ -16,9 +19,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "backend/backend.h"
 
@@ -103,9 +109,30 @@ __device__ __forceinline__ void store128(T *p, const Pack<T> &v) {
   *reinterpret_cast<int4 *>(p) = bits;
 }
 
+// Streaming variants (evict-first: data touched once should not push reused lines out of
+// L2 and L1); same layout rules as load128/store128.
+template <class T>
+__device__ __forceinline__ Pack<T> load128_cs(const T *p) {
+  const int4 bits = __ldcs(reinterpret_cast<const int4 *>(p));
+  Pack<T> out;
+  memcpy(&out, &bits, sizeof bits);
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ void store128_cs(T *p, const Pack<T> &v) {
+  int4 bits;
+  memcpy(&bits, &v, sizeof bits);
+  __stcs(reinterpret_cast<int4 *>(p), bits);
+}
+
 inline bool is_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 // ---- grid sizing ----------------------------------------------------------------------
+
+inline unsigned grid_of(int64_t blocks) {
+  return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX);
+}
 
 // How many blocks of `threads` threads of Kernel fit on one SM at once (registers and
 // shared memory permitting); asked once per kernel, 1 if the runtime cannot say.
@@ -132,6 +159,26 @@ unsigned wave_grid(int sm_count, int64_t work, int64_t per_block, int threads) {
   const int64_t cap = (int64_t)sm_count * resident_blocks_per_sm<Kernel>(threads);
   if (need > cap) need = cap;
   return need < 1 ? 1u : (unsigned)need;
+}
+
+// Launches kernel<<<grid, threads, 0, stream>>>(args...) in clusters of K consecutive blocks
+// (grid % K == 0, K <= 8, the portable cluster size; Hopper and later). Returns the launch status.
+template <class... KArgs, class... Args>
+cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads, int K, cudaStream_t stream,
+                           Args &&...args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)K;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // ---- index math -----------------------------------------------------------------------

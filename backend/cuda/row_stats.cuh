@@ -1,6 +1,7 @@
-// row_stats.cuh - device helpers of the row-wise kernels (softmax.cu, classify.cu):
-// math by compute type, the running (max, sum of exp) pair of a row, and reductions
-// over a group of G lanes of one warp or over a whole block.
+// row_stats.cuh - helpers of the row-wise kernels (softmax.cu, fused.cu, classify.cu):
+// math by compute type, the running (max, sum of exp) pair of a row, reductions over a
+// group of G lanes of one warp or over a whole block, and the host-side shapes of the
+// register-cached row kernels (lanes per row, 16-byte packs per lane, block size).
 //
 // The running pair follows the CPU reference's rules (backend/cpu/classify.cpp):
 // the row max ignores NaN (std::fmax); a NaN element makes the sum NaN; when the max is
@@ -11,12 +12,20 @@
 // all lanes of a group (all threads of a block) end with the same value.
 //
 // defines: dexp, dlog, dmax, kNegInf, online_add, online_merge, group_max, group_sum,
-//          group_merge, block_allmax, block_allsum, block_allmerge
+//          group_merge, block_allmax, block_allsum, block_allmerge, cluster_allmax,
+//          cluster_allsum, next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl,
+//          warp_shape, block_shape, cluster_shape, vec_ok
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <type_traits>
+
+#include "backend/cuda/kernel_utils.cuh"
 
 namespace mt {
 namespace cuda {
@@ -116,11 +125,116 @@ __device__ __forceinline__ void block_allmerge(A &m, A &s, A *red /* [64] */) {
   __syncthreads();
 }
 
+// Reductions over a thread-block cluster (sm_90) whose result every thread of every block
+// receives: a block reduction, then each block reads the K block values through distributed
+// shared memory in rank order, so all blocks agree bit for bit. slot: a __shared__ A of this
+// block, one per reduction of a kernel (a later reduction must not overwrite a slot another
+// block may still read); after the last one the caller runs cluster sync before it exits.
+template <class A>
+__device__ __forceinline__ A cluster_allmax(A v, A *red, A *slot) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  v = block_allmax(v, red);
+  if (threadIdx.x == 0) *slot = v;
+  cl.sync();
+  A out = kNegInf<A>();
+  for (unsigned r = 0; r < cl.num_blocks(); ++r) out = dmax(out, *cl.map_shared_rank(slot, r));
+  return out;
+}
+template <class A>
+__device__ __forceinline__ A cluster_allsum(A v, A *red, A *slot) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  v = block_allsum(v, red);
+  if (threadIdx.x == 0) *slot = v;
+  cl.sync();
+  A out = 0;
+  for (unsigned r = 0; r < cl.num_blocks(); ++r) out += *cl.map_shared_rank(slot, r);
+  return out;
+}
+
 // Smallest power of two >= n (n >= 1, n <= 2^30).
 inline int next_pow2(int64_t n) {
   int p = 1;
   while (p < n) p <<= 1;
   return p;
+}
+
+// ---- shapes of the register-cached row kernels (host side) ---------------------------------
+
+constexpr int kCachedBlockThreads = 1024;  // the largest block of the block-per-row cached kernels
+
+// The 128-bit register-cached paths are built for the 2- and 4-byte types; float64 (the
+// gradcheck dtype, not a speed path) takes the scalar kernels, which keeps the build smaller.
+template <class T>
+constexpr bool kVecType = sizeof(T) <= 4;
+
+template <int V>
+using IntC = std::integral_constant<int, V>;
+
+// fn(IntC<pl>) for pl in {1, 2, 4, 8, 16} up to MaxPL (a compile-time packs-per-lane count).
+template <int MaxPL, class Fn>
+void dispatch_pl(int pl, Fn &&fn) {
+  switch (pl) {
+    case 1: fn(IntC<1>{}); return;
+    case 2: if constexpr (MaxPL >= 2) { fn(IntC<2>{}); return; } break;
+    case 4: if constexpr (MaxPL >= 4) { fn(IntC<4>{}); return; } break;
+    case 8: if constexpr (MaxPL >= 8) { fn(IntC<8>{}); return; } break;
+    case 16: if constexpr (MaxPL >= 16) { fn(IntC<16>{}); return; } break;
+    default: break;
+  }
+  MT_ASSERT(!"packs per thread out of range");
+}
+
+// Lanes per row G and packs per lane PL for a row of `packs` packs on the warp path
+// (packs <= 32 * 32 / N): G * PL >= packs, G = 32 once a row needs more than one pack per lane.
+// min_pl > 1 trades lanes for loads in flight: narrow rows then get fewer lanes, each holding
+// min_pl packs (a 128-column f32 row: 8 lanes of 4 packs instead of 32 lanes of one).
+inline void warp_shape(int64_t packs, int &G, int &PL, int min_pl = 1) {
+  if (packs <= 32 * (int64_t)min_pl) {
+    const int64_t need = next_pow2(packs);
+    G = (int)std::max<int64_t>(1, need / min_pl);
+    PL = (int)std::min<int64_t>(min_pl, need);
+  } else {
+    G = 32;
+    PL = next_pow2((packs + 31) / 32);
+  }
+}
+
+// Packs per thread and threads for the register-cached block path: the fewest packs per
+// thread (PL <= max_pl) that fit `max_threads` threads; threads a multiple of 32. False when
+// the row does not fit.
+inline bool block_shape(int64_t packs, int max_pl, int &PL, int &threads, int max_threads = kCachedBlockThreads) {
+  for (PL = 1; PL <= max_pl; PL <<= 1) {
+    if (packs <= (int64_t)max_threads * PL) {
+      const int64_t t = (packs + PL - 1) / PL;
+      threads = (int)((t + 31) / 32 * 32);
+      return true;
+    }
+  }
+  return false;
+}
+
+// A cluster split-row launch (sm_90): K blocks per row, block `rank` holding the `slice` packs
+// [rank * slice, (rank + 1) * slice) of it, PL per thread in `threads` threads (block_shape of
+// the slice). False when the slice does not fit.
+inline bool cluster_shape(int64_t packs, int K, int max_pl, int max_threads, int64_t &slice, int &PL, int &threads) {
+  slice = (packs + K - 1) / K;
+  return block_shape(slice, max_pl, PL, threads, max_threads);
+}
+
+// Whether the 16-byte paths can take rows of `cols` elements of T at these pointers (a null
+// pointer counts as aligned: absent gamma / beta).
+template <class T>
+bool vec_ok(int64_t cols, std::initializer_list<const void *> ptrs) {
+  if constexpr (!kVecType<T>) {
+    return false;
+  } else {
+    if (cols % Pack<T>::N != 0) return false;
+    for (const void *p : ptrs)
+      if (!is_aligned16(p)) return false;
+    return true;
+  }
 }
 
 }  // namespace cuda

@@ -32,6 +32,16 @@
 //                                   rows into a warp), a block per row up to 32768 columns
 //                                   (1024 threads x 8 float4); wider rows fall back to (3)
 //                                   with 128-bit accesses
+//   study variants 6-10 (mt_study_softmax / mt_study_log_softmax, timed by scripts/bench/bw_study.py):
+//   6, 7 (4a) with at least 2 / 4 packs per lane and, in float32 softmax, exp(x - m) kept in the
+//        registers for the write (one exp per element)
+//   8    softmax_fit_warp_kernel (fit): (4a) for rows of exactly G x PL packs with G, PL
+//        compile-time: ptxas -v (sm_90, f32) 47 registers at 32 x 8 packs (1024 columns) against
+//        80 for (4a), 31 at 8 x 4 (128 columns) against 44: 5 and 8 resident blocks per SM
+//        instead of 3 and 5
+//   9,10 softmax_cluster_kernel (cluster): a cluster of 8 / 4 blocks per row (sm_90), row slices in
+//        registers, the max and sum reduced through distributed shared memory; one DRAM read
+//        and many rows in flight (wide rows: 40 registers at 32768 f32 columns, K = 8)
 // (1)-(3) take float / __half / __nv_bfloat16 / double storage, (4) the 2- and 4-byte types
 // (float64 is the gradcheck dtype, not a speed path: it takes (2) and (3)).
 //
@@ -44,8 +54,8 @@
 // mirrors it: register-cached 128-bit kernels up to 16384 columns (two arrays held), else a
 // warp or block per row reading y and dy twice (the second read mostly from L2).
 //
-// Contents: study hook doc | row normalisation | forward kernels (1)-(4) | backward kernels |
-//           dispatch | launchers | mt_study_softmax
+// Contents: study hook doc | row normalisation | forward kernels (1)-(4), fit, cluster | backward kernels |
+//           dispatch | launchers | mt_study_softmax, mt_study_log_softmax
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
@@ -56,6 +66,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/row_stats.cuh"
+#include "backend/cuda/study.cuh"
 
 namespace mt {
 namespace cuda {
@@ -64,23 +75,11 @@ namespace {
 
 constexpr int kRowThreads = 256;        // blocks of the warp-per-row kernels
 constexpr int kBlockThreads = 512;      // blocks of the non-cached block-per-row kernels
-constexpr int kMaxBlockThreads = 1024;  // blocks of the register-cached block-per-row kernels
 constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or less) each
 // Widest rows the register-cached block kernels take (elements); past these the registers
 // spill (the backward holds two arrays). 1024 threads x 8 float4 packs = 32768 floats.
 constexpr int64_t kFwdCachedMaxCols = 32768;
 constexpr int64_t kBwdCachedMaxCols = 16384;
-
-// The 128-bit register-cached paths are built for the 2- and 4-byte types; float64 (the
-// gradcheck dtype, not a speed path) takes the scalar kernels, which keeps the build smaller.
-template <class T>
-constexpr bool kVecType = sizeof(T) <= 4;
-
-template <int V> using IntC = std::integral_constant<int, V>;
-
-unsigned grid_of(int64_t blocks) {
-  return (unsigned)std::min<int64_t>(std::max<int64_t>(blocks, 1), INT_MAX);
-}
 
 // ---- row normalisation --------------------------------------------------------------------
 
@@ -182,7 +181,9 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_block_online_kernel(T *
 
 // (4a) G lanes per row (G a power of two <= 32, G * PL * N >= cols, cols % N == 0), the row
 // in registers as PL 16-byte packs per lane: one read of x, two shuffle reductions, one write.
-template <class T, bool LOG, int PL>
+// KEEP (study variants 6, 7): for float32 softmax, exp(x - m) of the sum pass overwrites x in
+// the registers and the write only scales it (one exp per element instead of two).
+template <class T, bool LOG, int PL, bool KEEP = false>
 __global__ void __launch_bounds__(kRowThreads) softmax_vec_warp_kernel(T *y, const T *x, int64_t rows, int64_t cols,
                                                                        int G) {
   using A = Compute<T>;
@@ -206,13 +207,18 @@ __global__ void __launch_bounds__(kRowThreads) softmax_vec_warp_kernel(T *y, con
       }
     }
     m = group_max(m, G);
+    constexpr bool kKeep = KEEP && !LOG && std::is_same<T, A>::value;  // exp stored over x: f32 only
     A s = 0;
 #pragma unroll
     for (int k = 0; k < PL; ++k) {
       const int64_t p = sub + (int64_t)k * G;
       if (valid && p < packs) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
+        for (int j = 0; j < N; ++j) {
+          const A t = dexp(to_compute(v[k].v[j]) - m);
+          if constexpr (kKeep) v[k].v[j] = t;
+          s += t;
+        }
       }
     }
     s = group_sum(s, G);
@@ -223,7 +229,10 @@ __global__ void __launch_bounds__(kRowThreads) softmax_vec_warp_kernel(T *y, con
       if (valid && p < packs) {
         Pack<T> o;
 #pragma unroll
-        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+        for (int j = 0; j < N; ++j) {
+          if constexpr (kKeep) o.v[j] = v[k].v[j] * f.inv_s;  // Norm::apply without the exp
+          else o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+        }
         store128(y + r * cols + p * N, o);
       }
     }
@@ -232,7 +241,7 @@ __global__ void __launch_bounds__(kRowThreads) softmax_vec_warp_kernel(T *y, con
 
 // (4b) a block per row (blockDim * PL * N >= cols, cols % N == 0), PL packs per thread in registers.
 template <class T, bool LOG, int PL>
-__global__ void __launch_bounds__(kMaxBlockThreads) softmax_vec_block_kernel(T *y, const T *x, int64_t rows,
+__global__ void __launch_bounds__(kCachedBlockThreads) softmax_vec_block_kernel(T *y, const T *x, int64_t rows,
                                                                              int64_t cols) {
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
@@ -275,6 +284,123 @@ __global__ void __launch_bounds__(kMaxBlockThreads) softmax_vec_block_kernel(T *
       }
     }
   }
+}
+
+// (fit) exact fit (study variant 8): (4a) for rows of exactly G * PL packs with G and PL compile-time
+// constants: no per-pack bounds, pack addresses at constant offsets from one base (ptxas keeps
+// one 64-bit address instead of PL), no grid-stride loop, exp kept for float32 softmax. Fewer
+// registers per row held (96 -> see the study's notes) means more rows in flight per SM.
+template <class T, bool LOG, int PL, int G>
+__global__ void __launch_bounds__(kRowThreads) softmax_fit_warp_kernel(T *y, const T *x, int64_t rows) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int64_t kCols = (int64_t)G * PL * N;
+  constexpr int kPerBlock = kRowThreads / G;
+  const int64_t r = (int64_t)blockIdx.x * kPerBlock + threadIdx.x / G;
+  const bool valid = r < rows;  // lanes past the end still take part in the shuffles
+  const int64_t off = r * kCols + (threadIdx.x % G) * N;
+  Pack<T> v[PL];
+  A m = kNegInf<A>();
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (valid) {
+      v[k] = load128(x + off + k * G * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+    }
+  }
+  m = group_max(m, G);
+  constexpr bool kKeep = !LOG && std::is_same<T, A>::value;
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (valid) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A t = dexp(to_compute(v[k].v[j]) - m);
+        if constexpr (kKeep) v[k].v[j] = t;
+        s += t;
+      }
+    }
+  }
+  s = group_sum(s, G);
+  const Norm<A> f(m, s);
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (valid) {
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        if constexpr (kKeep) o.v[j] = v[k].v[j] * f.inv_s;
+        else o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+      }
+      store128(y + off + k * G * N, o);
+    }
+  }
+}
+
+// (cluster) split-row over a thread-block cluster (sm_90; study variants 9, 10): a cluster of K blocks per row, block
+// `rank` holding packs [rank * slice, (rank + 1) * slice) of the row in registers, PL per thread;
+// the max and the sum of exp are reduced over the cluster through distributed shared memory.
+// x is read from DRAM once, and with a K-th of a row per block (a 32768-column f32 row: 8 blocks
+// of 256 threads x 4 packs) many rows are in flight per SM, where (4b) held one 128 KB row per
+// 1024-thread block and stalled the SM at each barrier. Grid: rows * K blocks, one row per cluster.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kRowThreads) softmax_cluster_kernel(T *y, const T *x, int64_t cols,
+                                                                      int64_t slice) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  __shared__ A slot[2];
+  cg::cluster_group cl = cg::this_cluster();
+  const int64_t r = blockIdx.x / cl.num_blocks();
+  const int64_t p0 = (int64_t)cl.block_rank() * slice;
+  const int64_t p1 = min(p0 + slice, cols / N);
+  const T *xr = x + r * cols;
+  T *yr = y + r * cols;
+  Pack<T> v[PL];
+  A m = kNegInf<A>();
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) {
+      v[k] = load128(xr + p * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+    }
+  }
+  m = cluster_allmax(m, red, &slot[0]);
+  constexpr bool kKeep = !LOG && std::is_same<T, A>::value;  // exp stored over x: f32 only
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A t = dexp(to_compute(v[k].v[j]) - m);
+        if constexpr (kKeep) v[k].v[j] = t;
+        s += t;
+      }
+    }
+  }
+  s = cluster_allsum(s, red, &slot[1]);
+  const Norm<A> f(m, s);
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) {
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        if constexpr (kKeep) o.v[j] = v[k].v[j] * f.inv_s;
+        else o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+      }
+      store128(yr + p * N, o);
+    }
+  }
+  cl.sync();  // no block leaves while another may still read its slots
 }
 
 // ---- backward kernels ---------------------------------------------------------------------
@@ -331,7 +457,7 @@ __global__ void __launch_bounds__(kRowThreads) softmax_bwd_vec_warp_kernel(T *dx
 
 // A block per row, y and dy held in registers (blockDim * PL * N >= cols).
 template <class T, bool LOG, int PL>
-__global__ void __launch_bounds__(kMaxBlockThreads) softmax_bwd_vec_block_kernel(T *dx, const T *y, const T *dy,
+__global__ void __launch_bounds__(kCachedBlockThreads) softmax_bwd_vec_block_kernel(T *dx, const T *y, const T *dy,
                                                                                  int64_t rows, int64_t cols) {
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
@@ -408,65 +534,10 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_bwd_rows_kernel(T *dx, 
 
 // ---- dispatch -----------------------------------------------------------------------------
 
-// fn(IntC<pl>) for pl in {1, 2, 4, 8, 16} up to MaxPL.
-template <int MaxPL, class Fn>
-void dispatch_pl(int pl, Fn &&fn) {
-  switch (pl) {
-    case 1: fn(IntC<1>{}); return;
-    case 2: if constexpr (MaxPL >= 2) { fn(IntC<2>{}); return; } break;
-    case 4: if constexpr (MaxPL >= 4) { fn(IntC<4>{}); return; } break;
-    case 8: if constexpr (MaxPL >= 8) { fn(IntC<8>{}); return; } break;
-    case 16: if constexpr (MaxPL >= 16) { fn(IntC<16>{}); return; } break;
-    default: break;
-  }
-  MT_ASSERT(!"packs per thread out of range");
-}
-
-// Lanes per row G and packs per lane PL for a row of `packs` packs on the warp path
-// (packs <= 32 * 32 / N): G * PL >= packs, G = 32 once a row needs more than one pack per lane.
-// min_pl > 1 trades lanes for loads in flight: narrow rows then get fewer lanes, each holding
-// min_pl packs (a 128-column f32 row: 8 lanes of 4 packs instead of 32 lanes of one).
-void warp_shape(int64_t packs, int &G, int &PL, int min_pl = 1) {
-  if (packs <= 32 * (int64_t)min_pl) {
-    const int64_t need = next_pow2(packs);
-    G = (int)std::max<int64_t>(1, need / min_pl);
-    PL = (int)std::min<int64_t>(min_pl, need);
-  } else if (packs <= 32) {
-    G = next_pow2(packs);
-    PL = 1;
-  } else {
-    G = 32;
-    PL = next_pow2((packs + 31) / 32);
-  }
-}
-
-// Packs per thread and threads for the register-cached block path: the fewest packs per
-// thread that fit 1024 threads (PL <= max_pl).
-bool block_shape(int64_t packs, int max_pl, int &PL, int &threads) {
-  for (PL = 1; PL <= max_pl; PL <<= 1) {
-    if (packs <= (int64_t)kMaxBlockThreads * PL) {
-      const int64_t t = (packs + PL - 1) / PL;
-      threads = (int)((t + 31) / 32 * 32);
-      return true;
-    }
-  }
-  return false;
-}
-
-template <class T>
-bool vec_ok(int64_t cols, std::initializer_list<const void *> ptrs) {
-  if constexpr (!kVecType<T>) {
-    return false;
-  } else {
-    if (cols % Pack<T>::N != 0) return false;
-    for (const void *p : ptrs)
-      if (!is_aligned16(p)) return false;
-    return true;
-  }
-}
 
 // One forward launch of study variant `variant` (0: the production choice).
-// Returns false when the variant cannot take the shape (variants 4 and 5 without 16-byte alignment).
+// Returns false when the variant cannot take the shape: 4-10 need 16-byte rows and pointers and
+// a 2- or 4-byte dtype; 6-8 rows of at most kWarpMaxCols columns, 9-10 wider rows.
 template <class T, bool LOG>
 bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t rows, int64_t cols) {
   constexpr int N = Pack<T>::N;
@@ -475,6 +546,12 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
   // flight; the widest rows: no register cache, so several rows per SM overlap their phases),
   // (4) between; the scalar kernels when 128-bit accesses are not possible.
   if (variant == 0) {
+    // bw_study.py (H200, f32): the exact-fit kernel where a row is exactly G x PL packs (1.03x /
+    // 1.10x PyTorch at 65536 x 1024 / 262144 x 128, against 0.96x / 1.02x for (5)), clusters of
+    // 4 blocks per row from 32768 columns on Hopper (1.18x against 1.03x at 8192 x 32768)
+    if (vec && cols <= kWarpMaxCols && softmax_forward_variant<T, LOG>(c, 8, y, x, rows, cols)) return true;
+    if (vec && cols >= kFwdCachedMaxCols && c.cc_major >= 9 && softmax_forward_variant<T, LOG>(c, 10, y, x, rows, cols))
+      return true;
     const int64_t packs = cols / N;
     const bool ilp = (packs >= 32 && cols <= kWarpMaxCols) || cols >= kFwdCachedMaxCols;
     variant = vec ? (ilp ? 5 : 4) : (cols <= kWarpMaxCols ? 2 : 3);
@@ -496,7 +573,7 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
     case 5: {  // (5): (4) with 4 packs in flight per lane; wide rows take (3) with 128-bit accesses
       if (!vec) return false;
       if constexpr (kVecType<T>) {
-        constexpr int kMaxPL = (int)(kFwdCachedMaxCols / (kMaxBlockThreads * N));
+        constexpr int kMaxPL = (int)(kFwdCachedMaxCols / (kCachedBlockThreads * N));
         const int64_t packs = cols / N;
         int PL = 0, threads = 0;
         if (cols <= kWarpMaxCols) {
@@ -518,6 +595,55 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
       }
       break;
     }
+    case 6:
+    case 7: {  // (4a) keeping exp(x - m), at least 2 or 4 packs per lane
+      if (!vec || cols > kWarpMaxCols) return false;
+      if constexpr (kVecType<T>) {
+        int G = 0, PL = 0;
+        warp_shape(cols / N, G, PL, variant == 6 ? 2 : 4);
+        const int64_t per_block = kRowThreads / G;
+        dispatch_pl<32 / N>(PL, [&](auto pl) {
+          softmax_vec_warp_kernel<T, LOG, decltype(pl)::value, true>
+              <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(y, x, rows, cols, G);
+        });
+      }
+      break;
+    }
+    case 8: {  // (fit): rows of exactly 8 lanes x 4 packs, 16 x 4, 32 x 4 or 32 x 8 (warp_shape, min_pl 4)
+      if (!vec || cols > kWarpMaxCols) return false;
+      if constexpr (kVecType<T>) {
+        int G = 0, PL = 0;
+        warp_shape(cols / N, G, PL, 4);
+        if ((int64_t)G * PL * N != cols) return false;
+        auto launch = [&](auto g, auto pl) {
+          constexpr int kG = decltype(g)::value;
+          softmax_fit_warp_kernel<T, LOG, decltype(pl)::value, kG>
+              <<<grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG)), kRowThreads, 0, c.stream>>>(y, x, rows);
+        };
+        if (G == 8 && PL == 4) launch(IntC<8>{}, IntC<4>{});
+        else if (G == 16 && PL == 4) launch(IntC<16>{}, IntC<4>{});
+        else if (G == 32 && PL == 4) launch(IntC<32>{}, IntC<4>{});
+        else if (G == 32 && PL == 8) launch(IntC<32>{}, IntC<8>{});
+        else return false;
+      }
+      break;
+    }
+    case 9:
+    case 10: {  // (cluster) of 8 or 4 blocks per row
+      if (!vec || cols <= kWarpMaxCols) return false;
+      if constexpr (kVecType<T>) {
+        constexpr int kMaxPL = 8;
+        const int K = variant == 9 ? 8 : 4;
+        int64_t slice = 0;
+        int PL = 0, threads = 0;
+        if (!cluster_shape(cols / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
+        dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+          MT_CUDA_CHECK(launch_cluster(softmax_cluster_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
+                                       threads, K, c.stream, y, x, cols, slice));
+        });
+      }
+      break;
+    }
     default:
       return false;
   }
@@ -533,7 +659,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
   int PL = 0, threads = 0;
   bool done = false;
   if constexpr (kVecType<T>) {
-    constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kMaxBlockThreads * N));
+    constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
     if (vec && cols <= kWarpMaxCols) {
       int G = 0;
       warp_shape(packs, G, PL);
@@ -610,44 +736,59 @@ void softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64
 }  // namespace cuda
 }  // namespace mt
 
-// ---- the study hook ---------------------------------------------------------------------------
+// ---- the study hooks (backend/cuda/study.cuh has their common rules) ------------------------------
 //
-// mt_study_softmax: an internal hook for scripts/bench/softmax_study.py and
-// tests/gpu/test_classify_parity.py, NOT part of the public API (no stability promise; it is
-// exported only because the study drives it through ctypes, and keeps the mt_ prefix so the
-// library exports nothing else).
+// mt_study_softmax / mt_study_log_softmax: internal hooks for scripts/bench/softmax_study.py,
+// scripts/bench/bw_study.py, tests/gpu/test_classify_parity.py and tests/gpu/test_bw_variants.py.
 //   y, x     device pointers, rows x cols, row-major, of dtype (an mt_dtype: F32, F64, F16, BF16);
 //            borrowed for the call; the work is queued on the library's stream (call
 //            mt_synchronize() before reading y; synchronize any other stream that wrote x first)
-//   variant  0 production dispatch, 1 naive, 2 warp online, 3 block online, 4 vectorized
-//            (4 needs a 2- or 4-byte dtype, cols % (16 / element size) == 0 and 16-byte aligned
-//            x and y; 0 is what mt_softmax runs), 5 vectorized with 4 packs in flight per lane
-//            for rows up to 1024 columns, the 128-bit block-online kernel for wider rows (as 4)
-// Returns 0 (MT_OK) or an mt_status value: MT_ERR_INVALID_ARGUMENT (bad sizes, variant or
-// pointers; variant 4 on a shape it cannot take), MT_ERR_DTYPE, MT_ERR_CUDA, MT_ERR_DEVICE.
-// It leaves mt_last_error() alone.
-extern "C" MT_API int mt_study_softmax(void *y, const void *x, int64_t rows, int64_t cols, int32_t dtype,
-                                       int32_t variant) {
+//   variant  0 production dispatch (what mt_softmax / mt_log_softmax run), 1 naive, 2 warp online,
+//            3 block online, 4 vectorized, 5 vectorized with 4 packs in flight per lane for rows up
+//            to 1024 columns, the 128-bit block-online kernel for wider rows,
+//            6 (4) with at least 2 packs per lane and exp(x - m) kept for the write,
+//            7 the same with at least 4 packs per lane, 8 (7) specialised for rows of exactly 8 x 4,
+//            16 x 4, 32 x 4 or 32 x 8 packs (compile-time lanes and packs: fewer registers);
+//            6-8 take rows up to 1024 columns,
+//            9 clusters of 8 blocks per row (sm_90), 10 clusters of 4; 9-10 take wider rows.
+//            4-10 need a 2- or 4-byte dtype, cols % (16 / element size) == 0 and 16-byte aligned
+//            x and y.
+// Returns 0 or an mt_status value: MT_ERR_INVALID_ARGUMENT (bad sizes, variant or pointers),
+// MT_ERR_UNSUPPORTED (a variant that cannot take the shape), MT_ERR_DTYPE, MT_ERR_CUDA,
+// MT_ERR_DEVICE; mt_last_error() says why.
+namespace {
+int study_softmax(const char *fn, bool log, void *y, const void *x, int64_t rows, int64_t cols, int32_t dtype,
+                  int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
-  try {
-    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "mt_study_softmax: invalid dtype %d", (int)dtype);
-    MT_CHECK(variant >= 0 && variant <= 5, INVALID_ARGUMENT, "mt_study_softmax: variant %d is not 0..5",
-             (int)variant);
-    MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "mt_study_softmax: negative size");
-    if (rows == 0 || cols == 0) return 0;
-    MT_CHECK(y && x, INVALID_ARGUMENT, "mt_study_softmax: null buffer");
-    NvtxRange range("study_softmax");
+  return study_entry(fn, [&] {
+    check_variant(variant, 10);
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
+    MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,
+             (long long)cols);
+    if (rows == 0 || cols == 0) return;
+    MT_CHECK(y && x, INVALID_ARGUMENT, "null buffer (y=%p, x=%p)", y, x);
+    NvtxRange range(fn);
     Context &c = context();
-    bool ok = false;
-    dispatch_float((DType)dtype, "study_softmax", [&](auto tag) {
+    dispatch_float((DType)dtype, fn, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      ok = softmax_forward_variant<T, false>(c, variant, static_cast<T *>(y), static_cast<const T *>(x), rows, cols);
+      T *yt = static_cast<T *>(y);
+      const T *xt = static_cast<const T *>(x);
+      const bool ok = log ? softmax_forward_variant<T, true>(c, variant, yt, xt, rows, cols)
+                          : softmax_forward_variant<T, false>(c, variant, yt, xt, rows, cols);
+      MT_CHECK(ok, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at y=%p, x=%p", (int)variant,
+               (long long)rows, (long long)cols, dtype_name((DType)dtype), y, x);
     });
-    return ok ? 0 : (int)Code::INVALID_ARGUMENT;
-  } catch (const Error &e) {
-    return (int)e.code();
-  } catch (...) {
-    return (int)Code::INTERNAL;
-  }
+  });
+}
+}  // namespace
+
+extern "C" MT_API int mt_study_softmax(void *y, const void *x, int64_t rows, int64_t cols, int32_t dtype,
+                                       int32_t variant) {
+  return study_softmax("mt_study_softmax", false, y, x, rows, cols, dtype, variant);
+}
+
+extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows, int64_t cols, int32_t dtype,
+                                           int32_t variant) {
+  return study_softmax("mt_study_log_softmax", true, y, x, rows, cols, dtype, variant);
 }

@@ -4,7 +4,8 @@
  * learned position embeddings, a final LayerNorm and a vocabulary head (a Linear without bias,
  * optionally tied to the token embedding). Attention is multi-head and causal: one fused qkv
  * Linear, reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention (in float32, or in bfloat16
- * with cfg.bf16_attention: gpt_attention).
+ * with cfg.bf16_attention: gpt_attention). Each residual add runs fused with the LayerNorm that
+ * reads its sum (mt_add_layer_norm), and the MLP's first bias with its GELU (mt_bias_act).
  * Header-only C99; needs nn.h (and so minitorch.h, <math.h>, <stdio.h>) and <string.h>.
  *
  * Contents: gpt_config and the structs; gpt_free / gpt_init (GPT-2's initialisation);
@@ -303,18 +304,33 @@ static inline const char *gpt_attention_path(const gpt_config *c, mt_device dev)
   return "bfloat16, FlashAttention-2";
 }
 
-/* *out = x + attn(ln_1(x)), then + mlp(ln_2(.)): x [B, T, D] -> [B, T, D]. */
-static inline mt_status gpt_block_forward(mt_tensor **out, const gpt_block *b, const gpt_config *c, mt_tensor *x,
-                                          int64_t B, int64_t T) {
-  enum { H1, QKV, QKV5, QKVP, Q, K, V, Q4, K4, V4, Y, YT, YM, ATT, X1, H2, FC, ACT, MLP, N_TMP };
+/* *out = GELU of the Linear fc of x: the GEMM without its bias, then the bias and the GELU in one
+ * pass (mt_bias_act); the same as mt_gelu(nn_linear_forward(fc, x)) up to float rounding. */
+static inline mt_status gpt_linear_gelu(mt_tensor **out, const nn_linear *fc, mt_tensor *x) {
+  mt_tensor *y = NULL;
+  mt_status st;
+  *out = NULL;
+  if ((st = mt_linear(&y, x, fc->weight, NULL)) == MT_OK) st = mt_bias_act(out, y, fc->bias, MT_ACT_GELU);
+  mt_tensor_release(y);
+  return st;
+}
+
+/* One block, x [B, T, D] -> [B, T, D], given h = ln_1(x): *x_out = x1 + mlp(ln_2(x1)) with
+ * x1 = x + attn(h), and *h_out = the LayerNorm (next_w, next_b) of *x_out, which is the next
+ * block's ln_1 or, after the last block, ln_f. Each residual add is fused with the LayerNorm
+ * that reads its sum (mt_add_layer_norm), so the sums are never read back just to normalize. */
+static inline mt_status gpt_block_forward(mt_tensor **x_out, mt_tensor **h_out, const gpt_block *b,
+                                          const gpt_config *c, mt_tensor *x, mt_tensor *h, mt_tensor *next_w,
+                                          mt_tensor *next_b, int64_t B, int64_t T) {
+  enum { QKV, QKV5, QKVP, Q, K, V, Q4, K4, V4, Y, YT, YM, ATT, X1, H2, ACT, MLP, N_TMP };
   mt_tensor *t[N_TMP] = {NULL};
   const int64_t D = c->d_model, NH = c->n_head, DH = D / NH;
   const int64_t s5[5] = {B, T, 3, NH, DH}, s4[4] = {B, NH, T, DH}, s3[3] = {B, T, D};
   const int64_t perm5[5] = {2, 0, 3, 1, 4}, perm4[4] = {0, 2, 1, 3};
   mt_status st;
-  *out = NULL;
-  if ((st = mt_layer_norm(&t[H1], x, b->ln1_w, b->ln1_b, GPT_LN_EPS)) != MT_OK ||
-      (st = nn_linear_forward(&t[QKV], &b->qkv, t[H1])) != MT_OK ||               /* [B, T, 3D] */
+  *x_out = NULL;
+  *h_out = NULL;
+  if ((st = nn_linear_forward(&t[QKV], &b->qkv, h)) != MT_OK ||                    /* [B, T, 3D] */
       (st = mt_reshape(&t[QKV5], t[QKV], s5, 5)) != MT_OK ||                       /* [B, T, 3, H, Dh] */
       (st = mt_permute(&t[QKVP], t[QKV5], perm5, 5)) != MT_OK ||                   /* [3, B, H, T, Dh] */
       (st = mt_slice(&t[Q], t[QKVP], 0, 0, 1)) != MT_OK || (st = mt_slice(&t[K], t[QKVP], 0, 1, 2)) != MT_OK ||
@@ -324,12 +340,12 @@ static inline mt_status gpt_block_forward(mt_tensor **out, const gpt_block *b, c
       (st = mt_permute(&t[YT], t[Y], perm4, 4)) != MT_OK ||                        /* [B, T, H, Dh] */
       (st = mt_reshape(&t[YM], t[YT], s3, 3)) != MT_OK ||
       (st = nn_linear_forward(&t[ATT], &b->proj, t[YM])) != MT_OK ||
-      (st = mt_add(&t[X1], x, t[ATT])) != MT_OK ||
-      (st = mt_layer_norm(&t[H2], t[X1], b->ln2_w, b->ln2_b, GPT_LN_EPS)) != MT_OK ||
-      (st = nn_linear_forward(&t[FC], &b->fc, t[H2])) != MT_OK || (st = mt_gelu(&t[ACT], t[FC])) != MT_OK ||
+      (st = mt_add_layer_norm(&t[X1], &t[H2], x, t[ATT], b->ln2_w, b->ln2_b, GPT_LN_EPS)) != MT_OK ||
+      (st = gpt_linear_gelu(&t[ACT], &b->fc, t[H2])) != MT_OK ||
       (st = nn_linear_forward(&t[MLP], &b->fc_proj, t[ACT])) != MT_OK ||
-      (st = mt_add(out, t[X1], t[MLP])) != MT_OK) {
-    *out = NULL;
+      (st = mt_add_layer_norm(x_out, h_out, t[X1], t[MLP], next_w, next_b, GPT_LN_EPS)) != MT_OK) {
+    *x_out = NULL;
+    *h_out = NULL;
   }
   gpt_release_all(t, N_TMP);
   return st;
@@ -338,7 +354,7 @@ static inline mt_status gpt_block_forward(mt_tensor **out, const gpt_block *b, c
 /* *out = the logits [B, T, V] for token ids idx [B, T] (int64, T <= context), recorded on
  * the tape when grad is enabled. */
 static inline mt_status gpt_forward(mt_tensor **out, const gpt *g, mt_tensor *idx) {
-  enum { POS, TOK, PE, X0, XA, XB, XF, N_TMP };
+  enum { POS, TOK, PE, X0, XA, HA, XB, HB, N_TMP };
   mt_tensor *t[N_TMP] = {NULL};
   int64_t shape[2] = {0, 0}, nd = 0;
   mt_status st;
@@ -357,14 +373,22 @@ static inline mt_status gpt_forward(mt_tensor **out, const gpt *g, mt_tensor *id
     goto done;
   t[XA] = t[X0];
   t[X0] = NULL;
+  /* t[HA]: the LayerNorm of t[XA] that comes next (the first block's ln_1, or ln_f) */
+  if ((st = mt_layer_norm(&t[HA], t[XA], g->cfg.n_layer ? g->block[0].ln1_w : g->lnf_w,
+                          g->cfg.n_layer ? g->block[0].ln1_b : g->lnf_b, GPT_LN_EPS)) != MT_OK)
+    goto done;
   for (l = 0; l < g->cfg.n_layer; l++) {
-    if ((st = gpt_block_forward(&t[XB], &g->block[l], &g->cfg, t[XA], shape[0], shape[1])) != MT_OK) goto done;
-    mt_tensor_release(t[XA]);
+    const int last = l + 1 == g->cfg.n_layer;
+    if ((st = gpt_block_forward(&t[XB], &t[HB], &g->block[l], &g->cfg, t[XA], t[HA],
+                                last ? g->lnf_w : g->block[l + 1].ln1_w, last ? g->lnf_b : g->block[l + 1].ln1_b,
+                                shape[0], shape[1])) != MT_OK)
+      goto done;
+    gpt_release_all(&t[XA], 2);  /* XA, HA */
     t[XA] = t[XB];
-    t[XB] = NULL;
+    t[HA] = t[HB];
+    t[XB] = t[HB] = NULL;
   }
-  if ((st = mt_layer_norm(&t[XF], t[XA], g->lnf_w, g->lnf_b, GPT_LN_EPS)) != MT_OK) goto done;
-  st = mt_linear(out, t[XF], g->head, NULL);
+  st = mt_linear(out, t[HA], g->head, NULL);
 done:
   if (st != MT_OK) *out = NULL;
   gpt_release_all(t, N_TMP);

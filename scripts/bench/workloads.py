@@ -306,6 +306,86 @@ def bench_small_op(ctx):
                 note="minitorch time includes ~1 µs of ctypes call overhead")]
 
 
+def _torch_op_overhead(ctx, calls, runs):
+    """Microseconds per call of op_overhead's rows in PyTorch eager, timed the same way (wall clock
+    of `calls` Python calls between two synchronizes, the median of `runs`): {(op, grad): us}."""
+    torch = ctx.torch
+    dev = ctx.tdev
+    sync = torch.cuda.synchronize if ctx.torch_cuda else (lambda: None)
+
+    def per_call(fn, n):
+        for _ in range(max(2, n // 10)):
+            fn()
+        times = []
+        for _ in range(runs):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            times.append((time.perf_counter() - t0) * 1e6 / n)
+        return sorted(times)[len(times) // 2]
+
+    out = {}
+    for grad in (False, True):
+        a = torch.tensor([-1.5, -0.5, 0.5, 1.5], device=dev, requires_grad=grad)
+        b = torch.tensor([1.0, 1.25, 1.5, 1.75], device=dev, requires_grad=grad)
+        ma = torch.randn(4, 4, device=dev, requires_grad=grad)
+        mb = torch.randn(4, 4, device=dev, requires_grad=grad)
+        for name, fn in (("add", lambda: torch.add(a, b)), ("mul", lambda: torch.mul(a, b)),
+                         ("relu", lambda: torch.relu(a)), ("matmul", lambda: torch.matmul(ma, mb)),
+                         ("sum", lambda: torch.sum(a))):
+            out[(name, "yes" if grad else "no")] = per_call(fn, calls)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to(dev)
+    x, y = torch.randn(4, 4, device=dev), torch.randn(4, 1, device=dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    mse = torch.nn.functional.mse_loss
+
+    def forward():
+        with torch.no_grad():
+            return mse(net(x), y)
+
+    def train_step():
+        loss = mse(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    out[("mlp_forward", "no")] = per_call(forward, max(1, calls // 10))
+    out[("mlp_train_step", "yes")] = per_call(train_step, max(1, calls // 10))
+    return out
+
+
+def bench_op_overhead(ctx):
+    """The C micro-benchmark frontends/c/op_overhead.c (build/op_overhead) on this run's device:
+    microseconds per call of small ops with and without autograd recording, and of a tiny MLP's
+    forward pass and training step; PyTorch eager timed the same way from Python."""
+    exe = os.path.join(ctx.build_dir, "op_overhead")
+    if not os.access(exe, os.X_OK):
+        raise Skip("%s not built" % exe)
+    calls, runs = (200, 3) if ctx.dry else (20000, max(3, ctx.reps))
+    device = "cuda" if ctx.device == U.MT_CUDA else "cpu"
+    p = subprocess.run([exe, "--device", device, "--calls", str(calls), "--runs", str(runs)], capture_output=True,
+                       text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d: %s" % (exe, p.returncode, p.stderr[-500:]))
+    rows_mt = re.findall(r"(?m)^(\w+)\s+(\S+)\s+(no|yes)\s+([0-9.]+)\s+[0-9.]+\s+[0-9.]+\s+checked$", p.stdout)
+    if not rows_mt:
+        raise RuntimeError("%s printed no rows:\n%s" % (exe, p.stdout[-1000:]))
+    torch_us = _torch_op_overhead(ctx, calls, runs) if ctx.torch is not None else {}
+    rows = []
+    for op, shape, grad, us in rows_mt:
+        what = {"mlp_forward": "tiny MLP forward + MSE, grad mode off (4 op calls)",
+                "mlp_train_step": "tiny MLP training step: forward, zero_grad, backward, SGD"}.get(op, "%s, per call" % op)
+        rec = "" if op.startswith("mlp") else (", recorded (inputs require grad)" if grad == "yes" else ", not recorded")
+        t = torch_us.get((op, grad))
+        rows.append(Row("host path: %s%s (C program build/op_overhead)" % (what, rec), shape, float(us) / 1e3,
+                        t / 1e3 if t is not None else None,
+                        note="minitorch from C, PyTorch from Python (its time includes the interpreter's); "
+                             "wall clock of %d calls between synchronizes, median of %d" % (
+                                 calls if not op.startswith("mlp") else calls // 10, runs)))
+    return rows
+
+
 # ------------------------------------------------------------------ XOR
 XOR_X = [0, 0, 0, 1, 1, 0, 1, 1]
 XOR_Y = [0, 1, 1, 0]
@@ -535,6 +615,7 @@ WORKLOADS = [
     ("matmul", bench_matmul),
     ("matmul-tf32-bf16", bench_matmul_reduced),
     ("small-op", bench_small_op),
+    ("op-overhead", bench_op_overhead),
     ("xor", bench_xor),
     ("xor-graph", bench_xor_graph),
     ("xor-c", bench_xor_c),

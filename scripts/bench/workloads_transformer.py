@@ -12,13 +12,16 @@ Bytes counted (the napkin math behind GB/s and % of copy bandwidth), f32, n = ro
                               its backward writes the gradient of y (4n), dx reads x and dy and
                               writes dx (12n), dgamma/dbeta read x and dy again (8n): 36n
   gelu forward                reads x, writes y: 8n
-  gelu forward+backward       the same step: forward 8n, sum 4n, its gradient 4n, dx reads x and
-                              dy and writes dx (12n): 28n
+  gelu forward+backward       on the GPU: y = gelu(x), then dx = gelu'(x) dy for a random dy in
+                              both engines (see _bench_gelu): forward 8n, dx reads x and dy and
+                              writes dx (12n): 20n; on the CPU the y.sum().backward() step:
+                              forward 8n, sum 4n, its gradient 4n, dx 12n: 28n
 Small terms (gamma, beta, statistics, partial sums) are left out of the forward+backward counts.
 % of copy bandwidth uses the device copy measured by the copy row (measured here first when
 that row is not part of the run).
 """
-from ctypes import c_double
+import ctypes
+from ctypes import byref, c_double, c_int64, c_void_p
 
 import abi_util as U
 from harness import Row
@@ -153,34 +156,75 @@ def bench_layernorm_backward(ctx):
 
 
 # ------------------------------------------------------------------ gelu
+def _gelu_study_hook(ctx):
+    """mt_study_gelu (an internal hook of a CUDA build, backend/cuda/fused.cu) when the run is on
+    the GPU, else None."""
+    fn = getattr(U.LIB, "mt_study_gelu", None) if ctx.device == U.MT_CUDA else None
+    if fn is not None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
+    return fn
+
+
 def _bench_gelu(ctx, backward):
+    """GELU forward, or forward + backward. The backward is measured on a real random gradient dy
+    in both engines, the same bytes on both sides (forward 8n, dx = gelu'(x) dy 12n): PyTorch runs
+    y = gelu(x); y.backward(dy), minitorch mt_gelu and then its backward kernel through
+    mt_study_gelu (the ABI has no seed gradient for mt_backward). The earlier y.sum().backward()
+    step compared different work: PyTorch's sum backward is an expanded view of one scalar,
+    minitorch's materializes a gradient of ones that the GELU backward then reads (8n more).
+    Without the hook (a CPU run) the y.sum().backward() step is timed and labelled so."""
     need("mt_gelu")
     _copy_ceiling(ctx)
     torch = ctx.torch
     n = ctx.n_elem
     tfn = (lambda x: torch.nn.functional.gelu(x, approximate="tanh")) if torch else None
+    hook = _gelu_study_hook(ctx) if backward else None
     if backward:
         note = _check(ctx, "mt_gelu", tfn, [(1 << 20,)], (), True)
     else:
         note = check_vs_torch(ctx, "mt_gelu", tfn, [(1 << 20,)], 1e-5)
     x = mt_randn(ctx, (n,), 7)
+    extra = []
     try:
-        if backward:
+        if hook is not None:
+            dy, dx = mt_randn(ctx, (n,), 8), mt_randn(ctx, (n,), 9)
+            extra = [dy, dx]
+            px, pdy, pdx = (c_void_p(U.data_ptr_of(h)) for h in (x, dy, dx))
+
+            def mt_step():
+                U.release(U.call("mt_gelu", x))
+                U.check(hook(pdx, px, pdy, n, U.MT_F32, 1, 0), "mt_study_gelu")
+            mt_ms = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
+        elif backward:
             U.set_requires_grad(x, 1)
             mt_ms = ctx.timer.mt(lambda: _mt_step("mt_gelu", [x], ()), ctx.iters, ctx.reps)
         else:
             mt_ms = ctx.timer.mt(lambda: U.release(U.call("mt_gelu", x)), ctx.iters, ctx.reps)
     finally:
-        U.release(x)
+        release_each([x] + extra)
     t_ms = None
     if torch is not None:
         tx = [torch.randn(n, device=ctx.tdev)]
-        step = _torch_step(tfn, tx) if backward else (lambda: tfn(tx[0]))
+        if hook is not None:
+            tdy = torch.randn(n, device=ctx.tdev)
+            tx[0].requires_grad_(True)
+
+            def step():
+                tfn(tx[0]).backward(tdy)
+                tx[0].grad = None
+        else:
+            step = _torch_step(tfn, tx) if backward else (lambda: tfn(tx[0]))
         t_ms = ctx.timer.torch_time(step, ctx.iters, ctx.reps)
         del tx
-    what = "GELU tanh forward+backward, y.sum().backward()" if backward else "GELU tanh forward"
+    if hook is not None:
+        what, work = "GELU tanh forward+backward, y.backward(dy) with a random dy", 20 * n
+    elif backward:
+        what, work = "GELU tanh forward+backward, y.sum().backward()", 28 * n
+    else:
+        what, work = "GELU tanh forward", 8 * n
     return [Row("%s (mt_gelu vs gelu(approximate='tanh'))" % what, ctx.elem_shape(), mt_ms, t_ms,
-                work_bytes=(28 if backward else 8) * n, note=note)]
+                work_bytes=work, note=note)]
 
 
 def bench_gelu(ctx):
@@ -193,9 +237,219 @@ def bench_gelu_backward(ctx):
     return _bench_gelu(ctx, True)
 
 
+# ------------------------------------------------------------------ fusions
+# bias + GELU, residual add + LayerNorm, dropout + residual add (mt_bias_act, mt_add_layer_norm,
+# mt_dropout_add) against torch's eager compositions, at FUSION_SHAPES (rows x n, f32). Bytes:
+#   bias_act forward            reads x, writes y: 8n (the composition moves 20n: add, then gelu)
+#   bias_act forward+backward   y = act(x + b); loss = y.sum(): forward 8n, sum 4n, its gradient
+#                               4n, dx reads dy and x and writes dx (12n): 28n
+#   add_layer_norm forward      reads x, r, writes s, y: 16n
+#   add_layer_norm fwd+bwd      loss = s.sum() + y.sum(): forward 16n, sums 8n, their gradients 8n,
+#                               the LayerNorm backward 20n, the add of the two gradients of s 12n: 64n
+#   dropout_add forward         reads x, r, writes out: 12n
+#   dropout_add fwd+bwd         loss = out.sum(): forward 12n, sum 4n, its gradient 4n, dx reads
+#                               dy, writes dx (8n): 28n
+FUSION_SHAPES = [(65536, 1024), (8192, 4096)]
+DROPOUT_P = 0.1
+
+
+def _fusion_shapes(ctx):
+    for r, c in FUSION_SHAPES:
+        yield (max(2, r // 1024), max(8, c // 64)) if ctx.dry else (r, c)
+
+
+def _mt_outputs(fn, ins, args):
+    """The output handles of one call of fn: one for most ops, two for mt_add_layer_norm."""
+    if fn != "mt_add_layer_norm":
+        return [U.call(fn, *ins, *args)]
+    s, y = c_void_p(), c_void_p()
+    U.check(U.LIB.mt_add_layer_norm(byref(s), byref(y), *ins, *args), fn)
+    return [s.value, y.value]
+
+
+def _mt_loss_step(fn, ins, args, backward):
+    """The outputs of fn; with backward, loss = the sum of their sums, backward, grads cleared."""
+    outs = _mt_outputs(fn, ins, args)
+    handles = list(outs)
+    try:
+        if backward:
+            loss = U.call("mt_sum", outs[0])
+            handles.append(loss)
+            for o in outs[1:]:
+                part = U.call("mt_sum", o)
+                total = U.call("mt_add", loss, part)
+                handles += [part, total]
+                loss = total
+            U.check(U.LIB.mt_backward(loss), "mt_backward")
+    finally:
+        release_each(handles)
+    if backward:
+        _clear_grads(ins)
+
+
+def _host_values(make_outputs, ins, backward):
+    """Every output's values of make_outputs(ins), then (backward) every input's gradient under
+    the loss above."""
+    for h in ins:
+        U.set_requires_grad(h, 1 if backward else 0)
+    outs = make_outputs(ins)
+    handles = list(outs)
+    try:
+        got = [list(mt_host(o)) for o in outs]
+        if backward:
+            loss = U.call("mt_sum", outs[0])
+            handles.append(loss)
+            for o in outs[1:]:
+                part = U.call("mt_sum", o)
+                loss = U.call("mt_add", loss, part)
+                handles += [part, loss]
+            U.check(U.LIB.mt_backward(loss), "mt_backward")
+            for h in ins:
+                g = U.call("mt_tensor_grad", h)
+                handles.append(g)
+                got.append(list(mt_host(g)))
+                U.check(U.LIB.mt_tensor_clear_grad(h), "mt_tensor_clear_grad")
+    finally:
+        release_each(handles)
+    return got
+
+
+def _check_fusion(ctx, fn, args, ref, shapes, backward):
+    """fn on fresh values against ref: ('torch', f) runs torch's composition f on the same values
+    (1e-5 outputs, 1e-4 gradients, sums in other orders); ('mt', compose, what) runs a minitorch
+    composition, compose(ins) -> output handles, that must give the same bits (dropout_add:
+    torch draws other masks)."""
+    ins = [mt_randn(ctx, s, 400 + i) for i, s in enumerate(shapes)]
+    try:
+        got = _host_values(lambda hs: _mt_outputs(fn, hs, args), ins, backward)
+        if ref[0] == "mt":
+            if got != _host_values(ref[1], ins, backward):
+                raise RuntimeError("%s differs from its composition %s" % (fn, ref[2]))
+            return "same bits as %s" % ref[2]
+        if ctx.torch is None:
+            return "unchecked (no torch)"
+        ts = [torch_from_host(ctx, mt_host(h), s).requires_grad_(backward) for h, s in zip(ins, shapes)]
+    finally:
+        release_each(ins)
+    outs = ref[1](*ts)
+    want = [o.detach().cpu().reshape(-1).tolist() for o in outs]
+    if backward:
+        sum(o.sum() for o in outs).backward()
+        want += [t.grad.cpu().reshape(-1).tolist() for t in ts]
+    errs = [rel_err(g, w) for g, w in zip(got, want)]
+    for k, e in enumerate(errs):
+        if not e < (1e-5 if k < len(outs) else 1e-4):
+            raise RuntimeError("%s disagrees with PyTorch (value %d): relative error %.3g" % (fn, k, e))
+    return "matches torch (rel err %s)" % " / ".join("%.1e" % e for e in errs)
+
+
+def _bench_fusion(ctx, name, fn, args, torch_fn, ref, shapes_of, work_of, backward):
+    need(fn)
+    _copy_ceiling(ctx)
+    torch = ctx.torch
+    rows = []
+    for r, c in _fusion_shapes(ctx):
+        chk_rows = max(1, min(r, CHECK_ELEMS // c))
+        note = _check_fusion(ctx, fn, args, ref, shapes_of(chk_rows, c), backward)
+        ins = [mt_randn(ctx, s, 10 + i) for i, s in enumerate(shapes_of(r, c))]
+        try:
+            for h in ins:
+                U.set_requires_grad(h, 1 if backward else 0)
+            mt_ms = ctx.timer.mt(lambda: _mt_loss_step(fn, ins, args, backward), ctx.iters, ctx.reps)
+        finally:
+            release_each(ins)
+        t_ms = None
+        if torch is not None:
+            ts = [torch.randn(*s, device=ctx.tdev).requires_grad_(backward) for s in shapes_of(r, c)]
+
+            def step():
+                outs = torch_fn(*ts)
+                if backward:
+                    sum(o.sum() for o in outs).backward()
+                    for t in ts:
+                        t.grad = None
+            t_ms = ctx.timer.torch_time(step, ctx.iters, ctx.reps)
+            del ts
+        what = "%s %s f32" % (name, "forward+backward, loss = sum of the outputs' sums" if backward else "forward")
+        rows.append(Row("%s (%s)" % (what, fn), "%d×%d" % (r, c), mt_ms, t_ms, work_bytes=work_of(r * c, backward),
+                        note=note))
+    return rows
+
+
+def _bias_gelu(ctx, backward):
+    F = ctx.torch.nn.functional if ctx.torch else None
+    return _bench_fusion(ctx, "bias + GELU tanh", "mt_bias_act", (2,),  # MT_ACT_GELU
+                         lambda x, b: [F.gelu(x + b, approximate="tanh")],
+                         ("torch", lambda x, b: [F.gelu(x + b, approximate="tanh")]),
+                         lambda r, c: [(r, c), (c,)], lambda n, bwd: 28 * n if bwd else 8 * n, backward)
+
+
+def _add_layernorm(ctx, backward):
+    F = ctx.torch.nn.functional if ctx.torch else None
+
+    def tfn(x, res, g, b):
+        s = x + res
+        return [s, F.layer_norm(s, (s.shape[-1],), g, b, LN_EPS)]
+    return _bench_fusion(ctx, "residual add + LayerNorm", "mt_add_layer_norm", (c_double(LN_EPS),), tfn,
+                         ("torch", tfn), lambda r, c: [(r, c), (r, c), (c,), (c,)],
+                         lambda n, bwd: 64 * n if bwd else 16 * n, backward)
+
+
+def _dropout_add(ctx, backward):
+    F = ctx.torch.nn.functional if ctx.torch else None
+    args = (c_double(DROPOUT_P), c_int64(7))
+
+    def composed(ins):  # mt_add(r, mt_dropout(x, p, seed))
+        d = U.call("mt_dropout", ins[0], *args)
+        try:
+            return [U.call("mt_add", ins[1], d)]
+        finally:
+            U.release(d)
+    return _bench_fusion(ctx, "dropout p=%g + residual add" % DROPOUT_P, "mt_dropout_add", args,
+                         lambda x, res: [res + F.dropout(x, DROPOUT_P)],
+                         ("mt", composed, "mt_add(r, mt_dropout(x))"), lambda r, c: [(r, c), (r, c)],
+                         lambda n, bwd: 28 * n if bwd else 12 * n, backward)
+
+
+def bench_bias_gelu(ctx):
+    """bias + GELU forward (mt_bias_act) vs gelu(x + b)."""
+    return _bias_gelu(ctx, False)
+
+
+def bench_bias_gelu_backward(ctx):
+    """bias + GELU forward+backward (dx and dbias in one pass)."""
+    return _bias_gelu(ctx, True)
+
+
+def bench_add_layernorm(ctx):
+    """residual add + LayerNorm forward (mt_add_layer_norm) vs x + r, layer_norm(x + r)."""
+    return _add_layernorm(ctx, False)
+
+
+def bench_add_layernorm_backward(ctx):
+    """residual add + LayerNorm forward+backward through both outputs."""
+    return _add_layernorm(ctx, True)
+
+
+def bench_dropout_add(ctx):
+    """dropout + residual add forward (mt_dropout_add) vs r + dropout(x)."""
+    return _dropout_add(ctx, False)
+
+
+def bench_dropout_add_backward(ctx):
+    """dropout + residual add forward+backward (the mask drawn again, not stored)."""
+    return _dropout_add(ctx, True)
+
+
 WORKLOADS = [
     ("layernorm", bench_layernorm),
     ("layernorm-bwd", bench_layernorm_backward),
     ("gelu", bench_gelu),
     ("gelu-bwd", bench_gelu_backward),
+    ("bias-gelu", bench_bias_gelu),
+    ("bias-gelu-bwd", bench_bias_gelu_backward),
+    ("add-layernorm", bench_add_layernorm),
+    ("add-layernorm-bwd", bench_add_layernorm_backward),
+    ("dropout-add", bench_dropout_add),
+    ("dropout-add-bwd", bench_dropout_add_backward),
 ]

@@ -218,7 +218,7 @@ def ctype_of_c(ctype):
     t = " ".join(tok for tok in ctype.split() if tok != "const")
     table = {
         "int64_t": c_int64, "double": c_double, "void": None,
-        "mt_status": c_int, "mt_dtype": c_int, "mt_device": c_int,
+        "mt_status": c_int, "mt_dtype": c_int, "mt_device": c_int, "mt_activation": c_int,
         "char *": c_char_p, "int64_t *": _i64p, "double *": _P(c_double),
         "mt_dtype *": _P(c_int), "mt_device *": _P(c_int),
         "void *": c_void_p, "mt_tensor *": c_void_p, "mt_optimizer *": c_void_p,

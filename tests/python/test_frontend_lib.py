@@ -23,6 +23,7 @@ PARAM_TYPES = {
     "mt_dtype": c_int32,
     "mt_device": c_int32,
     "mt_status": c_int32,
+    "mt_activation": c_int32,
     "mt_tensor*": c_void_p,
     "mt_optimizer*": c_void_p,
     "void*": c_void_p,

@@ -153,6 +153,10 @@ SIGNATURES = (
     ("mt_dropout", STATUS, (PPTR, PTR, F64, I64)),
     ("mt_masked_fill", STATUS, (PPTR, PTR, PTR, F64)),
     ("mt_cat", STATUS, (PPTR, PPTR, I64, I64)),
+    # fusions
+    ("mt_bias_act", STATUS, (PPTR, PTR, PTR, ENUM)),
+    ("mt_add_layer_norm", STATUS, (PPTR, PPTR, PTR, PTR, PTR, PTR, F64)),
+    ("mt_dropout_add", STATUS, (PPTR, PTR, PTR, F64, I64)),
     # convolutional networks
     ("mt_conv2d", STATUS, (PPTR, PTR, PTR, PTR, I64, I64)),
     ("mt_conv2d_ex", STATUS, (PPTR, PTR, PTR, PTR, I64, I64, I64, I64, I64, I64)),

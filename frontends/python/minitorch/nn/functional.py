@@ -329,3 +329,62 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                          % input.ndim)
     return _new(lib.mt_batch_norm, x, weight, bias, running_mean, running_var, 1 if training else 0,
                 float(momentum), float(eps))
+
+
+# ------------------------------------------------------------ fusions
+
+__all__ += ["bias_act", "add_layer_norm", "dropout_add"]
+
+_ACTIVATIONS = {None: 0, "identity": 0, "relu": 1, "gelu": 2}   # mt_activation
+
+
+def bias_act(input, bias, activation="identity"):
+    """activation(input + bias), bias [n] over the last dim of input [..., n], in one pass
+    (mt_bias_act). activation is 'identity' (or None), 'relu' or 'gelu' (the tanh form, as
+    gelu(approximate='tanh')). linear(x, weight) followed by bias_act(., bias, act) computes
+    act(linear(x, weight, bias)) with one pass over the output less, forward and backward."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError("bias_act: activation must be one of 'identity', 'relu', 'gelu', got %r" % (activation,))
+    x = _floating(input)
+    dt = result_type(x, bias)
+    return _new(lib.mt_bias_act, _cast(x, dt), _cast(bias, dt), _ACTIVATIONS[activation])
+
+
+def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(s, layer_norm(s, normalized_shape, weight, bias, eps)) with s = input + residual (same
+    shapes), both differentiable, from one pass over input and residual (mt_add_layer_norm):
+    the residual add of a pre-LN transformer block and the LayerNorm that follows it."""
+    from ctypes import byref, c_void_p
+    x, r = _floating(input), _floating(residual)
+    if tuple(x.shape) != tuple(r.shape):
+        raise ValueError("add_layer_norm: input and residual must have one shape, got %s and %s"
+                         % (list(x.shape), list(r.shape)))
+    ns, shape = _normalized_shape(normalized_shape), tuple(x.shape)
+    if not ns or shape[-len(ns):] != ns:
+        raise ValueError("add_layer_norm: normalized_shape %s must be the trailing dims of the input's shape %s"
+                         % (list(ns), list(shape)))
+    dt = result_type(x, r)
+    n = 1
+    for d in ns:
+        n *= d
+    flat = shape[:len(shape) - len(ns)] + (n,)
+    s, y = c_void_p(), c_void_p()
+    lib.mt_add_layer_norm(byref(s), byref(y), _cast(x, dt).reshape(flat), _cast(r, dt).reshape(flat),
+                          None if weight is None else weight.reshape(n),
+                          None if bias is None else bias.reshape(n), float(eps))
+    return Tensor._from_handle(s.value).reshape(shape), Tensor._from_handle(y.value).reshape(shape)
+
+
+def dropout_add(input, residual, p=0.5, training=True):
+    """residual + dropout(input, p, training) in one pass (mt_dropout_add): the same mask and
+    the same bits as the composition for the same seed. One seed is drawn from the default
+    generator per call in training, as dropout does."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+    if not training or p == 0.0 or p == 1.0:
+        return residual + dropout(input, p, training)
+    from .._factory import default_generator
+    dt = result_type(input, residual)
+    return _new(lib.mt_dropout_add, _cast(_floating(input), dt), _cast(_floating(residual), dt), p,
+                default_generator.next_seed())

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""bw_study.py - the bandwidth-bound kernels at the copy ceiling: every study variant of relu, GELU
+(forward, and backward on a real gradient), the full sum, softmax, log_softmax and layernorm forward
+against PyTorch, in one process on one GPU.
+
+  python3 scripts/bench/bw_study.py                      the table (float32), printed
+  python3 scripts/bench/bw_study.py --write FILE         ... and written to FILE as markdown
+Options: --ops relu,gelu,gelu_bwd,sum,softmax,log_softmax,layer_norm, --dtype f32|f16|bf16, --reps N (timed
+launches per variant, median, default 30), --bufs N (input buffers rotated over, default 3),
+--quick (only the largest shape of each op).
+
+Variants (the mt_study_* hooks, internal to libminitorch.so, not in abi/minitorch.h; the variant
+lists and what each adds are documented beside each hook):
+  relu         backend/cuda/elementwise.cu  mt_study_relu         0..5
+  gelu         backend/cuda/fused.cu        mt_study_gelu         0..3 (tanh form, forward)
+  gelu_bwd     backend/cuda/fused.cu        mt_study_gelu         0..3: dx = gelu'(x) * dy for a real
+                                                                  random dy, against PyTorch's
+                                                                  aten.gelu_backward on the same dy
+  sum          backend/cuda/reduce.cu       mt_study_sum          0..4
+  softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..10 (1, naive, is skipped)
+  log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
+  layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..6
+  cross_entropy backend/cuda/classify.cu    mt_study_cross_entropy 0..2: forward + backward (mean
+                                                                  loss, dloss 1) against
+                                                                  F.cross_entropy(x, t).backward()
+Variant 0 is the production choice. A variant that cannot take a shape answers
+MT_ERR_UNSUPPORTED and shows as n/a.
+
+Each variant's output is checked against PyTorch on fresh random inputs (relative error
+||out - ref|| / ||ref||, printed; float32 limit 1e-5, 1e-4 for rows over 4096 and for the sum, 1e-2
+for f16/bf16) before it is timed; a wrong result is FAIL and makes the exit status 1.
+
+Timing: every launch between two CUDA events, minitorch's recorded on the library's own stream
+(mt_study_stream, wrapped as torch.cuda.ExternalStream), PyTorch's on its current stream; warm-up
+launches first, then --reps launches rotating over --bufs input buffers, the median taken. GB/s
+counts the bytes the op must move (relu, gelu, softmax, layernorm: one read of x and one write of
+y; gelu_bwd: reads x and dy, writes dx; sum: one read of x; cross_entropy: the forward reads x, the
+backward reads x and writes dx); % copy is that against y.copy_(x) of 64M f32 timed the same way.
+"""
+import argparse
+import ctypes
+import os
+import platform
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+
+MT_ERR_UNSUPPORTED = 9
+DTYPES = {"f32": (0, 4), "f16": (2, 2), "bf16": (3, 2)}  # name -> (mt_dtype, bytes)
+
+ROW_SHAPES = [(65536, 1024), (262144, 128), (8192, 32768)]
+FLAT_SIZES = [1 << 26, 1 << 24]
+OPS = {
+    # op: (hook, variants, variant names)
+    "relu": ("mt_study_relu", list(range(6)),
+             {0: "production (4 packs, 1 block/1024 packs)", 1: "4 packs, one-wave grid-stride", 2: "8 packs",
+              3: "4 packs, .cs hints", 4: "8 packs, .cs hints", 5: "8 packs, .cs, one wave"}),
+    "gelu": ("mt_study_gelu", list(range(4)),
+             {0: "production (4 packs)", 1: "8 packs", 2: "4 packs, .cs hints", 3: "8 packs, .cs hints"}),
+    "sum": ("mt_study_sum", list(range(5)),
+            {0: "production (CUB)", 1: "split-row, 2 passes", 2: "one pass, 8 loads, last block",
+             3: "one pass, 4 loads, last block", 4: "one pass, 8 loads .cs, last block"}),
+    "softmax": ("mt_study_softmax", [0, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+                {0: "production", 2: "warp online", 3: "block online", 4: "vectorized", 5: "vec-ilp / block L2",
+                 6: ">=2 packs/lane, exp kept", 7: ">=4 packs/lane, exp kept", 8: "exact fit, >=4 packs/lane",
+                 9: "cluster of 8", 10: "cluster of 4"}),
+    "layer_norm": ("mt_study_layer_norm", list(range(7)),
+                   {0: "production", 1: ">=2 packs/lane", 2: ">=4 packs/lane", 3: "block, L2 re-read",
+                    4: "cluster of 8", 5: "cluster of 4", 6: "exact fit, >=4 packs/lane"}),
+}
+OPS["log_softmax"] = ("mt_study_log_softmax",) + OPS["softmax"][1:]
+OPS["gelu_bwd"] = OPS["gelu"]
+OPS["cross_entropy"] = ("mt_study_cross_entropy", [0, 1, 2],
+                        {0: "production", 1: "backward 4 units in flight", 2: "backward 8 units in flight"})
+FLAT_OPS = ("relu", "gelu", "gelu_bwd", "sum")
+CE_SHAPES = [(65536, 1024), (8192, 32768)]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap.add_argument("--ops", default="relu,gelu,gelu_bwd,sum,softmax,log_softmax,layer_norm,cross_entropy")
+    ap.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--bufs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="only the largest shape of each op")
+    ap.add_argument("--write", metavar="FILE", default=None, help="write the table as markdown to FILE")
+    return ap.parse_args(argv)
+
+
+class EventTimer:
+    """Median GPU time (µs) of single launches, each between two CUDA events on `stream`."""
+
+    def __init__(self, torch, reps, warmup=3):
+        self.torch, self.reps, self.warmup = torch, reps, warmup
+
+    def time(self, fn, nbufs, stream=None):
+        torch = self.torch
+        for i in range(self.warmup):
+            fn(i % nbufs)
+        torch.cuda.synchronize()
+        pairs = []
+        for i in range(self.reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if stream is None:
+                a.record()
+                fn(i % nbufs)
+                b.record()
+            else:
+                a.record(stream)
+                fn(i % nbufs)
+                b.record(stream)
+            pairs.append((a, b))
+        torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) for a, b in pairs) * 1e3
+
+
+def rel_err(torch, got, want):
+    want = want.double()
+    return float((got.double() - want).norm() / max(float(want.norm()), 1e-300))
+
+
+def main(argv):
+    args = parse_args(argv)
+    import harness
+    import abi_util as U
+    try:
+        import torch
+    except ImportError:
+        print("bw_study.py: needs PyTorch with CUDA", file=sys.stderr)
+        return 2
+    if not U.HAVE_CUDA or not torch.cuda.is_available():
+        print("bw_study.py: needs a GPU", file=sys.stderr)
+        return 2
+    lib = U.LIB
+    hooks = {}
+    for name in ["mt_study_stream"] + sorted(set(OPS[o][0] for o in OPS)):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            print("bw_study.py: %s does not export %s (a CPU-only build?)" % (U.lib_path(), name), file=sys.stderr)
+            return 2
+        fn.restype = ctypes.c_int
+        hooks[name] = fn
+    vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+    hooks["mt_study_stream"].argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    hooks["mt_study_relu"].argtypes = [vp, vp, i64, i32, i32]
+    hooks["mt_study_sum"].argtypes = [vp, vp, i64, i32, i32]
+    hooks["mt_study_gelu"].argtypes = [vp, vp, vp, i64, i32, i32, i32]
+    hooks["mt_study_cross_entropy"].argtypes = [vp, vp, vp, vp, vp, vp, i64, i64, i32, i32]
+    hooks["mt_study_softmax"].argtypes = [vp, vp, i64, i64, i32, i32]
+    hooks["mt_study_log_softmax"].argtypes = [vp, vp, i64, i64, i32, i32]
+    hooks["mt_study_layer_norm"].argtypes = [vp, vp, vp, vp, vp, vp, i64, i64, ctypes.c_double, i32, i32]
+    sp = ctypes.c_void_p()
+    if hooks["mt_study_stream"](ctypes.byref(sp)) != 0:
+        print("bw_study.py: mt_study_stream failed: %s" % U.last_error(), file=sys.stderr)
+        return 2
+    mt_stream = torch.cuda.ExternalStream(sp.value)
+
+    ops = [o for o in args.ops.split(",") if o]
+    for o in ops:
+        if o not in OPS:
+            print("bw_study.py: unknown op %r (%s)" % (o, ", ".join(OPS)), file=sys.stderr)
+            return 2
+    code, elem = DTYPES[args.dtype]
+    tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    timer = EventTimer(torch, args.reps)
+    gpu = lib.mt_device_name(U.MT_CUDA).decode()
+    torch.manual_seed(0)
+    t_start = time.time()
+
+    src = torch.randn(1 << 26, device="cuda")
+    dst = torch.empty_like(src)
+    copy_us = timer.time(lambda i: dst.copy_(src), 1)
+    copy_gbs = 2 * src.numel() * 4 / (copy_us * 1e-6) / 1e9
+    del src, dst
+    print("bandwidth study on %s, %s; copy 64M f32: %.1f µs, %.0f GB/s" % (gpu, args.dtype, copy_us, copy_gbs),
+          flush=True)
+
+    head = "| op | shape | variant | µs | GB/s | % copy | × torch | rel err |"
+    lines = [head, "|---|---|---|---:|---:|---:|---:|---:|"]
+    best = []
+    failures = 0
+
+    def emit(cells):
+        lines.append("| " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
+
+    for op in ops:
+        hook_name, variants, names = OPS[op]
+        hook = hooks[hook_name]
+        flat = op in FLAT_OPS
+        shapes = [(n,) for n in FLAT_SIZES] if flat else (CE_SHAPES if op == "cross_entropy" else ROW_SHAPES)
+        if args.quick:
+            shapes = shapes[:1] if flat else [shapes[0], shapes[-1]]
+        for shape in shapes:
+            numel = shape[0] if flat else shape[0] * shape[1]
+            nbytes = numel * elem * {"sum": 1, "gelu_bwd": 3, "cross_entropy": 3}.get(op, 2)
+            shape_s = "%dM" % (numel >> 20) if flat else "%d×%d" % shape
+            xs = [(torch.randn(*shape, device="cuda") * 2).to(tdt) for _ in range(args.bufs)]
+            ys = [torch.empty(1 if op == "sum" else shape, device="cuda", dtype=tdt) for _ in range(args.bufs)]
+            rows = 1 if flat else shape[0]
+            cols = numel if flat else shape[1]
+            dys = [torch.randn(*shape, device="cuda").to(tdt) for _ in range(args.bufs)] if op == "gelu_bwd" else None
+            w = (torch.randn(cols, device="cuda") * 0.5 + 1).to(tdt) if op == "layer_norm" else None
+            if op == "cross_entropy":
+                tgt = [torch.randint(0, cols, (rows,), device="cuda") for _ in range(args.bufs)]
+                ce_lse = torch.empty(rows, device="cuda", dtype=tdt)
+                ce_loss = torch.empty(1, device="cuda", dtype=tdt)
+                ce_one = torch.ones(1, device="cuda", dtype=tdt)
+            b = (torch.randn(cols, device="cuda") * 0.5).to(tdt) if op == "layer_norm" else None
+            stats = [(torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")) for _ in range(args.bufs)]
+            if op == "relu":
+                tfn = lambda i: torch.relu(xs[i])  # noqa: E731
+                ref = torch.relu(xs[0].float())
+            elif op == "gelu":
+                tfn = lambda i: torch.nn.functional.gelu(xs[i], approximate="tanh")  # noqa: E731
+                ref = torch.nn.functional.gelu(xs[0].double(), approximate="tanh")
+            elif op == "gelu_bwd":
+                tfn = lambda i: torch.ops.aten.gelu_backward(dys[i], xs[i], approximate="tanh")  # noqa: E731
+                ref = torch.ops.aten.gelu_backward(dys[0].double(), xs[0].double(), approximate="tanh")
+            elif op == "sum":
+                tfn = lambda i: xs[i].sum()  # noqa: E731
+                ref = xs[0].double().sum().reshape(1)
+            elif op == "softmax":
+                tfn = lambda i: torch.softmax(xs[i], -1)  # noqa: E731
+                ref = torch.softmax(xs[0].double(), -1)
+            elif op == "log_softmax":
+                tfn = lambda i: torch.log_softmax(xs[i], -1)  # noqa: E731
+                ref = torch.log_softmax(xs[0].double(), -1)
+            elif op == "cross_entropy":
+                for x in xs:
+                    x.requires_grad_(True)
+
+                def tfn(i):
+                    torch.nn.functional.cross_entropy(xs[i], tgt[i]).backward()
+                    xs[i].grad = None
+                xd = xs[0].detach().double().requires_grad_(True)
+                ref_loss = torch.nn.functional.cross_entropy(xd, tgt[0])
+                ref_loss.backward()
+                ref, ref_loss = xd.grad, ref_loss.detach().reshape(1)
+            else:
+                tfn = lambda i: torch.nn.functional.layer_norm(xs[i], (cols,), w, b, 1e-5)  # noqa: E731
+                xd = xs[0].double()
+                ref = torch.nn.functional.layer_norm(xd, (cols,), w.double(), b.double(), 1e-5)
+                ref_mean = xd.mean(-1)
+                ref_rstd = 1 / torch.sqrt(xd.var(-1, unbiased=False) + 1e-5)
+            torch_us = timer.time(tfn, args.bufs)
+            emit([op, shape_s, "PyTorch", "%.1f" % torch_us, "%.0f" % (nbytes / (torch_us * 1e-6) / 1e9),
+                  "%.0f%%" % (100 * nbytes / (torch_us * 1e-6) / 1e9 / copy_gbs), "1.00", "—"])
+            if args.dtype != "f32":
+                lim = 1e-2
+            else:
+                lim = 1e-4 if (op == "sum" or cols > 4096) else 1e-5
+
+            def call(v, i):
+                x, y = xs[i].data_ptr(), ys[i].data_ptr()
+                if op in ("relu", "sum"):
+                    return hook(y, x, numel, code, v)
+                if op in ("gelu", "gelu_bwd"):
+                    bwd = op == "gelu_bwd"
+                    return hook(y, x, dys[i].data_ptr() if bwd else None, numel, code, int(bwd), v)
+                if op == "cross_entropy":
+                    return hook(ce_loss.data_ptr(), ce_lse.data_ptr(), y, x, tgt[i].data_ptr(), ce_one.data_ptr(),
+                                rows, cols, code, v)
+                if op == "layer_norm":
+                    return hook(y, stats[i][0].data_ptr(), stats[i][1].data_ptr(), x, w.data_ptr(), b.data_ptr(),
+                                rows, cols, 1e-5, code, v)
+                return hook(y, x, rows, cols, code, v)
+
+            best_v = None
+            for v in variants:
+                label = "(%d) %s" % (v, names[v])
+                ys[0].fill_(float("nan"))
+                torch.cuda.synchronize()
+                st = call(v, 0)
+                if st == MT_ERR_UNSUPPORTED:
+                    continue  # the variant does not take this shape: not a row of the table
+                if st != 0:
+                    emit([op, shape_s, label, "error %d" % st, "", "", "", U.last_error()])
+                    failures += 1
+                    continue
+                lib.mt_synchronize()
+                err = rel_err(torch, ys[0].reshape(ref.shape), ref)
+                if op == "cross_entropy":
+                    err = max(err, rel_err(torch, ce_loss, ref_loss))
+                if op == "layer_norm":
+                    err = max(err, rel_err(torch, stats[0][0], ref_mean), rel_err(torch, stats[0][1], ref_rstd))
+                if not err < lim:
+                    emit([op, shape_s, label, "FAIL", "", "", "", "%.1e" % err])
+                    failures += 1
+                    continue
+                us = timer.time(lambda i: call(v, i), args.bufs, stream=mt_stream)
+                gbs = nbytes / (us * 1e-6) / 1e9
+                emit([op, shape_s, label, "%.1f" % us, "%.0f" % gbs, "%.0f%%" % (100 * gbs / copy_gbs),
+                      "%.2f" % (torch_us / us), "%.1e" % err])
+                if best_v is None or us < best_v[1]:
+                    best_v = (label, us)
+            if best_v:
+                best.append("%s %s: best %s, %.1f µs, %.0f%% of copy, %.2f× PyTorch" % (
+                    op, shape_s, best_v[0], best_v[1], 100 * nbytes / (best_v[1] * 1e-6) / 1e9 / copy_gbs,
+                    torch_us / best_v[1]))
+            del xs, ys, dys, stats, ref, tfn
+            xd = tgt = None
+            torch.cuda.empty_cache()
+
+    took = time.time() - t_start
+    text = "\n".join([
+        "## bandwidth study on %s — %s" % (gpu, harness.today()), "",
+        "scripts/bench/bw_study.py: minitorch %s (commit %s), PyTorch %s (CUDA %s), Python %s, %s. Each launch "
+        "between two CUDA events (minitorch's on its own stream), median of %d, rotating over %d input buffers. "
+        "GB/s: bytes the op must move; %% copy against y.copy_(x) of 64M f32: %.1f µs, %.0f GB/s. × torch: PyTorch "
+        "time / variant time (above 1: faster). Variants that cannot take a shape are left out." % (
+            lib.mt_version().decode(), harness.git_commit(REPO), torch.__version__, torch.version.cuda,
+            platform.python_version(), args.dtype, args.reps, args.bufs, copy_us, copy_gbs),
+        ""] + lines + ["", "Best per shape:", ""] + ["- " + s for s in best] +
+        ["", "The study took %.0f s." % took]) + "\n"
+    print()
+    print("\n".join("- " + s for s in best))
+    print("the study took %.0f s" % took)
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write(text)
+        print("wrote %s" % args.write)
+    if failures:
+        print("bw_study.py: %d variant result(s) failed validation or returned an error" % failures, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
