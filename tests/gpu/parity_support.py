@@ -8,7 +8,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from test_frontend_support import mt  # noqa: E402,F401
+import math  # noqa: E402
+
+from test_frontend_support import flat, mt  # noqa: E402,F401
 
 SELF_TEST = os.environ.get("MT_PARITY_DEVICE") == "cpu"
 GPU = "cpu" if SELF_TEST else "cuda"
@@ -20,3 +22,24 @@ try:
 except ImportError:
     torch = None
     HAVE_TORCH = False
+
+
+def rel_err(got, ref):
+    """||got - ref|| / ||ref|| of two tensors, the norm floored at an RMS of 1e-6 per element (a
+    gradient of relu can be all zeros, GELU of a large negative input is zero up to rounding: such
+    cases are compared by their absolute error); inf when NaNs do not match."""
+    g, r = flat(got.cpu().tolist()), flat(ref.cpu().tolist())
+    assert len(g) == len(r)
+    num = den = 0.0
+    for x, y in zip(g, r):
+        if math.isnan(x) != math.isnan(y):
+            return math.inf
+        num += (x - y) ** 2
+        den += y * y
+    return math.sqrt(num / max(den, 1e-12 * len(r))) if r else 0.0
+
+
+def draw(shape, seed, dtype, lo, hi):
+    """Uniform values in [lo, hi), drawn on the CPU in float64 and cast."""
+    mt.manual_seed(seed)
+    return (mt.rand(*shape, dtype=mt.float64, device="cpu") * (hi - lo) + lo).to(dtype)

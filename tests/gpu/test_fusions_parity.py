@@ -24,13 +24,13 @@ within 2 ulp), 1e-4 for the bias gradient and dgamma/dbeta summed over thousands
 the comparisons with torch (which sums in another order); float16/bfloat16 1e-2; dropout_add 0
 (bit for bit).
 """
-import math
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity_support import GPU, HAVE_TORCH, RUN, SELF_TEST, SKIP_WHY, mt, torch  # noqa: E402,F401
+import parity_support  # noqa: E402
+from parity_support import GPU, HAVE_TORCH, RUN, SELF_TEST, SKIP_WHY, flat, mt, rel_err, torch  # noqa: E402,F401
 
 F = mt.nn.functional
 TOL = {mt.float32: 1e-5, mt.float64: 1e-12}
@@ -41,33 +41,8 @@ SHAPES = [(1, 7), (3, 8), (5, 33), (1000, 128), (257, 1024), (3, 1028), (7, 2050
 BENCH_SHAPES = [(65536, 1024), (8192, 4096)]
 
 
-def flat(x):
-    if not isinstance(x, list):
-        return [x]
-    out = []
-    for y in x:
-        out.extend(flat(y))
-    return out
-
-
-def rel_err(got, ref):
-    """||got - ref|| / ||ref||, the norm floored at an RMS of 1e-6 per element (a gradient of
-    relu can be all zeros in a tiny case)."""
-    g, r = flat(got.cpu().tolist()), flat(ref.cpu().tolist())
-    assert len(g) == len(r)
-    num = den = 0.0
-    for x, y in zip(g, r):
-        if math.isnan(x) != math.isnan(y):
-            return math.inf
-        num += (x - y) ** 2
-        den += y * y
-    return math.sqrt(num / max(den, 1e-12 * len(r))) if r else 0.0
-
-
 def draw(shape, seed, dtype, lo=-3.0, hi=3.0):
-    """Uniform values in [lo, hi), drawn on the CPU in float64 and cast."""
-    mt.manual_seed(seed)
-    return (mt.rand(*shape, dtype=mt.float64, device="cpu") * (hi - lo) + lo).to(dtype)
+    return parity_support.draw(shape, seed, dtype, lo, hi)
 
 
 def leaf(t, dev):
