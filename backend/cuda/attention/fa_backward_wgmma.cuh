@@ -38,23 +38,6 @@ struct WgmmaBwdDqShape {
   static_assert(BC == 64 || BC == 128, "key tile 64 or 128");
 };
 
-// The first 1024-byte boundary at or after p (the dynamic shared-memory base is 16-aligned).
-__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
-  return p + ((1024 - (smem_u32(p) & 1023)) & 1023);
-}
-
-// P and dS from registers as the A fragments of 16-column steps (C -> A, as the forward's P).
-template <class T, int N>
-__device__ __forceinline__ void pack_a(uint32_t (&a)[N / 16][4], const float (&c)[N / 2]) {
-#pragma unroll
-  for (int kk = 0; kk < N / 16; kk++) {
-    a[kk][0] = pack2<T>(c[8 * kk + 0], c[8 * kk + 1]);
-    a[kk][1] = pack2<T>(c[8 * kk + 2], c[8 * kk + 3]);
-    a[kk][2] = pack2<T>(c[8 * kk + 4], c[8 * kk + 5]);
-    a[kk][3] = pack2<T>(c[8 * kk + 6], c[8 * kk + 7]);
-  }
-}
-
 // acc (64 x N) = A (64 rows at a_addr of a panel tile of A_ROWS rows) * B^T (N rows at b_addr of
 // a panel tile of N rows), reducing over the head dim D: both operands K-major.
 template <class T, int D, int N, int A_ROWS>

@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_fwd_wgmma_kernel(FwdParams
   using S = WgmmaFwdShape<D, BC, NWG>;
   constexpr int BR = S::br, NT = S::threads;
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  uint16_t *sQ = reinterpret_cast<uint16_t *>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
+  uint16_t *sQ = reinterpret_cast<uint16_t *>(align1024(smem_raw));
   uint16_t *sK = sQ + BR * D;      // 2 stages of BC x D
   uint16_t *sV = sK + 2 * BC * D;  // 2 stages of BC x D
 
@@ -149,13 +149,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_fwd_wgmma_kernel(FwdParams
 
     // O += P V: P as register A fragments, V N-major from shared memory, 16 keys per step
     uint32_t pa[BC / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-      pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    pack_a<T, BC>(pa, s);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++)

@@ -14,7 +14,8 @@
 //     next panel, ROWS * 128 bytes on (LBO); a k16 step moves the start by 16 rows, 2048 bytes.
 //
 // defines: wgmma_fence, wgmma_commit, wgmma_wait, fence_proxy_async, smem_desc,
-//          wgmma_ss_n64/n128, wgmma_rs_n64/n128 (fa_wgmma_ops.inc), sw128_off, load_tile_sw128
+//          wgmma_ss_n64/n128, wgmma_rs_n64/n128 (fa_wgmma_ops.inc), align1024, pack_a, sw128_off,
+//          load_tile_sw128
 #pragma once
 
 #include "backend/cuda/attention/fa_common.cuh"
@@ -41,6 +42,23 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 }
 
 #include "backend/cuda/attention/fa_wgmma_ops.inc"
+
+// The first 1024-byte boundary at or after p (the dynamic shared-memory base is 16-aligned).
+__device__ __forceinline__ uint8_t *align1024(uint8_t *p) {
+  return p + ((1024 - (smem_u32(p) & 1023)) & 1023);
+}
+
+// P and dS from registers as the A fragments of 16-column steps (C -> A, as the forward's P).
+template <class T, int N>
+__device__ __forceinline__ void pack_a(uint32_t (&a)[N / 16][4], const float (&c)[N / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; kk++) {
+    a[kk][0] = pack2<T>(c[8 * kk + 0], c[8 * kk + 1]);
+    a[kk][1] = pack2<T>(c[8 * kk + 2], c[8 * kk + 3]);
+    a[kk][2] = pack2<T>(c[8 * kk + 4], c[8 * kk + 5]);
+    a[kk][3] = pack2<T>(c[8 * kk + 6], c[8 * kk + 7]);
+  }
+}
 
 // Element offset of (row, col) in the panel layout above (ROWS rows per panel).
 template <int ROWS>
