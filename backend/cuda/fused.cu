@@ -667,20 +667,13 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
                                                                                      rows, d, (A)eps);
       done = true;
     } else if (variant == 6 && vec && d <= kWarpMaxCols) {
-      int G = 0, PL = 0;
-      warp_shape(d / N, G, PL, 4);
-      if ((int64_t)G * PL * N != d) return false;
-      auto launch = [&](auto g, auto pl) {
+      const bool fits = dispatch_fit(d / N, [&](auto g, auto pl) {
         constexpr int kG = decltype(g)::value;
         ln_fwd_fit_kernel<T, decltype(pl)::value, kG>
             <<<grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG)), kRowThreads, 0, c.stream>>>(
                 y, mean, rstd, x, gamma, beta, rows, (A)eps);
-      };
-      if (G == 8 && PL == 4) launch(IntC<8>{}, IntC<4>{});
-      else if (G == 16 && PL == 4) launch(IntC<16>{}, IntC<4>{});
-      else if (G == 32 && PL == 4) launch(IntC<32>{}, IntC<4>{});
-      else if (G == 32 && PL == 8) launch(IntC<32>{}, IntC<8>{});
-      else return false;
+      });
+      if (!fits) return false;
       done = true;
     } else if ((variant == 4 || variant == 5) && vec && d > kWarpMaxCols) {
       constexpr int kMaxPL = 8;

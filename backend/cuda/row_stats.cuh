@@ -13,7 +13,7 @@
 //
 // defines: dexp, dlog, dmax, kNegInf, online_add, online_merge, group_max, group_sum,
 //          group_merge, block_allmax, block_allsum, block_allmerge, cluster_allmax,
-//          cluster_allsum, next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl,
+//          cluster_allsum, next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit,
 //          warp_shape, block_shape, cluster_shape, vec_ok
 #pragma once
 
@@ -186,6 +186,13 @@ void dispatch_pl(int pl, Fn &&fn) {
   MT_ASSERT(!"packs per thread out of range");
 }
 
+// The exact-fit row kernels (softmax.cu, fused.cu): rows of exactly G lanes x PL packs with G
+// and PL compile-time, for the shapes warp_shape gives with at least 4 packs per lane. Finds G
+// and PL for `packs` and calls fn(IntC<G>, IntC<PL>); false (nothing called) when no fit
+// kernel takes the row.
+template <class Fn>
+bool dispatch_fit(int64_t packs, Fn &&fn);
+
 // Lanes per row G and packs per lane PL for a row of `packs` packs on the warp path
 // (packs <= 32 * 32 / N): G * PL >= packs, G = 32 once a row needs more than one pack per lane.
 // min_pl > 1 trades lanes for loads in flight: narrow rows then get fewer lanes, each holding
@@ -199,6 +206,19 @@ inline void warp_shape(int64_t packs, int &G, int &PL, int min_pl = 1) {
     G = 32;
     PL = next_pow2((packs + 31) / 32);
   }
+}
+
+template <class Fn>
+bool dispatch_fit(int64_t packs, Fn &&fn) {
+  int G = 0, PL = 0;
+  warp_shape(packs, G, PL, 4);
+  if ((int64_t)G * PL != packs) return false;
+  if (G == 8 && PL == 4) fn(IntC<8>{}, IntC<4>{});
+  else if (G == 16 && PL == 4) fn(IntC<16>{}, IntC<4>{});
+  else if (G == 32 && PL == 4) fn(IntC<32>{}, IntC<4>{});
+  else if (G == 32 && PL == 8) fn(IntC<32>{}, IntC<8>{});
+  else return false;
+  return true;
 }
 
 // Packs per thread and threads for the register-cached block path: the fewest packs per

@@ -612,19 +612,12 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
     case 8: {  // (fit): rows of exactly 8 lanes x 4 packs, 16 x 4, 32 x 4 or 32 x 8 (warp_shape, min_pl 4)
       if (!vec || cols > kWarpMaxCols) return false;
       if constexpr (kVecType<T>) {
-        int G = 0, PL = 0;
-        warp_shape(cols / N, G, PL, 4);
-        if ((int64_t)G * PL * N != cols) return false;
-        auto launch = [&](auto g, auto pl) {
+        const bool fits = dispatch_fit(cols / N, [&](auto g, auto pl) {
           constexpr int kG = decltype(g)::value;
           softmax_fit_warp_kernel<T, LOG, decltype(pl)::value, kG>
               <<<grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG)), kRowThreads, 0, c.stream>>>(y, x, rows);
-        };
-        if (G == 8 && PL == 4) launch(IntC<8>{}, IntC<4>{});
-        else if (G == 16 && PL == 4) launch(IntC<16>{}, IntC<4>{});
-        else if (G == 32 && PL == 4) launch(IntC<32>{}, IntC<4>{});
-        else if (G == 32 && PL == 8) launch(IntC<32>{}, IntC<8>{});
-        else return false;
+        });
+        if (!fits) return false;
       }
       break;
     }
