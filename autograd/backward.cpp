@@ -34,12 +34,18 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       break;
     case Op::MATMUL: {
       const Ref &a = in[0], &b = in[1];
-      if (b->ndim() == 2) {  // rows of a flattened: dA = g B^T, dB = A^T g
+      if (node.ints.size() == 2) {  // matmul_t: C = s op(A) op(B), batch dims equal
+        const bool ta = node.ints[0] != 0, tb = node.ints[1] != 0;
+        const double s = node.scalar;
+        // dop(A) = s g op(B)^T, dop(B) = s op(A)^T g, each transposed back where the operand was
+        if (need(0)) grads[0] = ta ? bmm(b, tb, g, true, s) : bmm(g, false, b, !tb, s);
+        if (need(1)) grads[1] = tb ? bmm(g, true, a, ta, s) : bmm(a, !ta, g, false, s);
+      } else if (b->ndim() == 2) {  // rows of a flattened: dA = g B^T, dB = A^T g
         if (need(0)) grads[0] = matmul2d(g, false, b, true);
         if (need(1)) grads[1] = matmul2d(a, true, g, false);
       } else {  // batched; a 2-D a broadcasts over the batch and its gradient sums over it
-        if (need(0)) grads[0] = sum_to_shape(matmul(g, transpose(b, -1, -2)), a->shape);
-        if (need(1)) grads[1] = matmul(transpose(a, -1, -2), g);
+        if (need(0)) grads[0] = sum_to_shape(bmm(g, false, b, true), a->shape);
+        if (need(1)) grads[1] = bmm(a, true, g, false);
       }
       break;
     }

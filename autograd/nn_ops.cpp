@@ -115,7 +115,8 @@ Ref scaled_dot_product_attention(const Ref &q, const Ref &k, const Ref &v, bool 
            "q is %s, k is %s, v is %s: expected k [..., S, %lld] and v [..., S, Dv]", shape_str(q->shape).c_str(),
            shape_str(k->shape).c_str(), shape_str(v->shape).c_str(), (long long)D);
   double s = scale > 0 ? scale : 1.0 / std::sqrt((double)D);
-  Ref scores = mul_scalar(matmul(q, transpose(k, -1, -2)), s);  // [..., T, S]
+  Ref scores = q->ndim() >= 3 ? matmul_t(q, false, k, true, s)             // [..., T, S], no k^T copy
+                              : mul_scalar(matmul(q, transpose(k, -1, -2)), s);
   if (causal) {
     // key j is masked for query i when j > i + (S - T): aligned at the end when S != T
     scores = masked_fill(scores, causal_mask(T, S, scores->device), -INFINITY);

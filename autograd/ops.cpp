@@ -273,7 +273,7 @@ Ref mse_loss(const Ref &pred, const Ref &target) {
 namespace {
 // out[batch] = op(A[batch]) @ op(B[batch]); stride 0 broadcasts an operand.
 void gemm(const Ref &out, const Ref &a, bool ta, const Ref &b, bool tb, int64_t batch, int64_t m, int64_t n,
-          int64_t k, int64_t sa, int64_t sb, double beta = 0.0) {
+          int64_t k, int64_t sa, int64_t sb, double beta = 0.0, double alpha = 1.0) {
   MatmulArgs g;
   g.c = out->data();
   g.a = a->data();
@@ -284,6 +284,7 @@ void gemm(const Ref &out, const Ref &a, bool ta, const Ref &b, bool tb, int64_t 
   g.k = k;
   g.trans_a = ta;
   g.trans_b = tb;
+  g.alpha = alpha;
   g.beta = beta;
   g.stride_a = sa;
   g.stride_b = sb;
@@ -314,6 +315,37 @@ Ref matmul2d(const Ref &a, bool ta, const Ref &b, bool tb) {
   Ref out = empty(shape, a->dtype, a->device);
   gemm(out, a, ta, b, tb, 1, m, n, k, 0, 0);
   return out;
+}
+
+Ref bmm(const Ref &a, bool ta, const Ref &b, bool tb, double alpha) {
+  check_pair(a, b, "a", "b");
+  MT_ASSERT(a->ndim() >= 2 && b->ndim() >= 2);
+  const int64_t ra = a->shape[a->ndim() - 2], ca = a->shape.back();
+  const int64_t rb = b->shape[b->ndim() - 2], cb = b->shape.back();
+  const int64_t m = ta ? ca : ra, k = ta ? ra : ca, n = tb ? rb : cb;
+  MT_ASSERT(k == (tb ? cb : rb));
+  Shape ba(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2);
+  MT_ASSERT(ba.empty() || bb.empty() || ba == bb);
+  Shape shape = ba.empty() ? bb : ba;
+  const int64_t batch = shape_numel(shape);
+  shape.push_back(m);
+  shape.push_back(n);
+  Ref out = empty(shape, a->dtype, a->device);
+  gemm(out, a, ta, b, tb, batch, m, n, k, ba.empty() ? 0 : ra * ca, bb.empty() ? 0 : rb * cb, 0.0, alpha);
+  return out;
+}
+
+Ref matmul_t(const Ref &a, bool ta, const Ref &b, bool tb, double alpha) {
+  check_pair(a, b, "a", "b");
+  MT_CHECK(a->ndim() >= 3 && b->ndim() == a->ndim() &&
+               Shape(a->shape.begin(), a->shape.end() - 2) == Shape(b->shape.begin(), b->shape.end() - 2),
+           SHAPE, "expected a and b with the same batch dims: a is %s, b is %s", shape_str(a->shape).c_str(),
+           shape_str(b->shape).c_str());
+  const int64_t k = ta ? a->shape[a->ndim() - 2] : a->shape.back();
+  const int64_t kb = tb ? b->shape.back() : b->shape[b->ndim() - 2];
+  MT_CHECK(k == kb, SHAPE, "inner dimensions differ: a is %s%s, b is %s%s", shape_str(a->shape).c_str(),
+           ta ? " (transposed)" : "", shape_str(b->shape).c_str(), tb ? " (transposed)" : "");
+  return record(Op::MATMUL, bmm(a, ta, b, tb, alpha), {a, b}, alpha, {ta ? 1 : 0, tb ? 1 : 0});
 }
 
 Ref matmul(const Ref &a, const Ref &b) {

@@ -82,6 +82,10 @@ Ref sub(const Ref &a, const Ref &b);
 Ref mul(const Ref &a, const Ref &b);
 Ref div(const Ref &a, const Ref &b);
 Ref matmul(const Ref &a, const Ref &b);
+// alpha * op(a) @ op(b) over matching batch dims (a, b [..., r, c], op a transpose of the last
+// two dims when the flag is set), without materializing a transpose; recorded as MATMUL (its
+// ints {trans_a, trans_b}, its scalar alpha). The composed attention's scores q k^T * scale.
+Ref matmul_t(const Ref &a, bool trans_a, const Ref &b, bool trans_b, double alpha);
 Ref linear(const Ref &x, const Ref &w, const Ref &bias /* may be null */);
 Ref add_scalar(const Ref &x, double s);
 Ref mul_scalar(const Ref &x, double s);
@@ -124,6 +128,9 @@ Ref sum_to_shape(const Ref &g, const Shape &shape);  // sums broadcast dims away
 Ref expand(const Ref &g, const Shape &shape);        // broadcasts g to shape
 // C = op(A) @ op(B) over 2-D matrices (or flattened leading dims), no recording.
 Ref matmul2d(const Ref &a, bool trans_a, const Ref &b, bool trans_b);
+// C[...] = alpha * op(A[...]) @ op(B[...]) over the batch dims of a and b (one of them may be
+// 2-D: it is then shared by every batch), no recording and no transpose materialized.
+Ref bmm(const Ref &a, bool trans_a, const Ref &b, bool trans_b, double alpha = 1.0);
 
 // Records out as produced by op from inputs when grad mode is on and an input requires
 // grad (ops.cpp). Returns out.

@@ -156,27 +156,24 @@ void adam_step(Optimizer &opt) {
 
 Ref clip_grad_norm(const std::vector<Ref> &params, double max_norm) {
   MT_CHECK(max_norm > 0, INVALID_ARGUMENT, "max_norm must be > 0, got %g", max_norm);
-  NoGradGuard ng;
-  Ref total;
+  // One fused backend call over every gradient (sum of squares, norm and factor, scale on the
+  // device, no synchronization): clip_grad_norm in backend/backend.h.
+  SmallVector<void *, 64> grads;
+  SmallVector<int64_t, 64> numel;
+  const Tensor *first = nullptr;
   for (size_t i = 0; i < params.size(); i++) {
     Tensor *g = params[i]->grad;
     if (!g) continue;
-    MT_CHECK(!total || (g->device == total->device && g->dtype == total->dtype), DEVICE,
+    MT_CHECK(!first || (g->device == first->device && g->dtype == first->dtype), DEVICE,
              "params[%zu]: gradients must share one device and dtype", i);
-    Ref sq = ops::sum(ops::unary(Unary::SQUARE, Ref::share(g)));
-    total = total ? ops::add(total, sq) : sq;
+    if (!first) first = g;
+    grads.push_back(g->data());
+    numel.push_back(g->numel());
   }
-  if (!total) return total;
-  Ref norm = ops::unary(Unary::SQRT, total);
-  // scale = min(1, max_norm / (norm + 1e-6)), computed and applied on the device
-  Ref scale = ops::binary(Binary::MINIMUM, ops::unary(Unary::MUL_SCALAR, ops::unary(Unary::RECIPROCAL, ops::unary(Unary::ADD_SCALAR, norm, 1e-6)), max_norm),
-                          ops::full({}, 1.0, norm->dtype, norm->device));
-  for (const Ref &p : params) {
-    Tensor *g = p->grad;
-    if (!g) continue;
-    g->backend().binary(Binary::MUL, g->data(), g->data(), scale->data(), make_broadcast_plan(g->shape, g->shape, {}),
-                        g->dtype);
-  }
+  if (!first) return Ref();
+  Ref norm = ops::empty({}, first->dtype, first->device);
+  first->backend().clip_grad_norm(norm->data(), grads.data(), numel.data(), (int64_t)grads.size(), first->dtype,
+                                  max_norm, 1e-6);
   return norm;
 }
 

@@ -202,6 +202,12 @@ class Backend {
   virtual void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce,
                             int64_t inner, DType dtype);
   virtual void adam_step(const AdamArgs &args);
+  // torch.nn.utils.clip_grad_norm_ over count tensors of one floating dtype, on the device and
+  // without synchronizing: total = sqrt(sum over every grads[i] of sum g^2) (accumulated in
+  // double); norm (one element of dtype, written; may be null) = total; then every element
+  // g *= min(1, max_norm / (total + eps)) (left as is when that factor is 1).
+  virtual void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
+                              double max_norm, double eps);
 
   // ---- fused MSE backward (backend/cpu/mse.cpp, backend/cuda/mse.cu); default in common.cpp
   // d = ((pred[i] - target[i]) * dloss) * scale, rounded to dtype after each step (the bits of

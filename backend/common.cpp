@@ -96,6 +96,9 @@ void Backend::max_backward(void *, const int64_t *, const void *, int64_t, int64
   MT_UNSUPPORTED("max backward");
 }
 void Backend::adam_step(const AdamArgs &) { MT_UNSUPPORTED("adam"); }
+void Backend::clip_grad_norm(void *, void *const *, const int64_t *, int64_t, DType, double, double) {
+  MT_UNSUPPORTED("clip_grad_norm");
+}
 // ---- fused MSE backward: default, not on this device (yet)
 void Backend::mse_backward(void *, void *, const void *, const void *, const void *, int64_t, DType, double) {
   MT_UNSUPPORTED("mse backward");

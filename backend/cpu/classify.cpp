@@ -3,6 +3,7 @@
 // exp so that logits of +-1000 stay finite.
 #include "classify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -183,6 +184,32 @@ void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t oute
 }
 void adam_step(const AdamArgs &a) {
   MT_DISPATCH(a.dtype, "adam", adam_t<float>(a), adam_t<double>(a));
+}
+
+template <class T>
+static void clip_grad_norm_t(void *norm, void *const *grads, const int64_t *numel, int64_t count, double max_norm,
+                             double eps) {
+  double acc = 0;
+  for (int64_t i = 0; i < count; i++) {
+    const T *g = static_cast<const T *>(grads[i]);
+    for (int64_t j = 0; j < numel[i]; j++) acc += (double)g[j] * (double)g[j];
+  }
+  const double total = std::sqrt(acc);
+  if (norm) *static_cast<T *>(norm) = (T)total;
+  const double factor = std::min(1.0, max_norm / (total + eps));
+  if (factor >= 1.0) return;
+  const T s = (T)factor;
+  for (int64_t i = 0; i < count; i++) {
+    T *g = static_cast<T *>(grads[i]);
+    for (int64_t j = 0; j < numel[i]; j++) g[j] *= s;
+  }
+}
+
+void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype, double max_norm,
+                    double eps) {
+  MT_CHECK(max_norm > 0 && eps >= 0, INVALID_ARGUMENT, "cpu clip_grad_norm: max_norm %g, eps %g", max_norm, eps);
+  MT_DISPATCH(dtype, "clip_grad_norm", clip_grad_norm_t<float>(norm, grads, numel, count, max_norm, eps),
+              clip_grad_norm_t<double>(norm, grads, numel, count, max_norm, eps));
 }
 #undef MT_DISPATCH
 

@@ -397,6 +397,10 @@ class CpuBackend final : public Backend {
     cpu::max_backward(dx, indices, dy, outer, reduce, inner, d);
   }
   void adam_step(const AdamArgs &a) override { cpu::adam_step(a); }
+  void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
+                      double max_norm, double eps) override {
+    cpu::clip_grad_norm(norm, grads, numel, count, dtype, max_norm, eps);
+  }
   // ---- fused MSE backward (mse.cpp)
   void mse_backward(void *dp, void *dt, const void *p, const void *t, const void *g, int64_t n, DType d,
                     double scale) override {

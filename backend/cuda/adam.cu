@@ -1,4 +1,5 @@
-// adam.cu - the fused multi-tensor Adam / AdamW step.
+// adam.cu - the fused multi-tensor Adam / AdamW step, and gradient-norm clipping in three
+// launches (sum of squares, norm and factor, scale) whatever the number of tensors.
 //
 // For every parameter tensor t (numel[t] elements), torch.optim.Adam / AdamW as the CPU
 // reference writes them (backend/cpu/classify.cpp, AdamArgs in backend/backend.h):
@@ -164,6 +165,131 @@ void adam_step(Context &c, const AdamArgs &a) {
             MT_CUDA_CHECK_LAUNCH("adam_step");
             adam_count_kernel<<<1, kMaxTensors, 0, c.stream>>>(tab);
           }
+        });
+  });
+}
+
+namespace {
+
+// ---- clip_grad_norm --------------------------------------------------------------------
+//
+// torch.nn.utils.clip_grad_norm_ over every tensor at once. Three launches per 64 tensors at
+// most, none synchronizing: (1) each block sums the squares of its chunk in double and writes
+// one partial; (2) one block adds the partials in a fixed order (the same bits every run),
+// writes the norm in the gradients' dtype and the factor min(1, max_norm / (norm + eps)) in
+// double; (3) every element is multiplied by the factor (blocks return at once when it is 1).
+
+struct ClipTable {
+  void *g[kMaxTensors];
+  int64_t n[kMaxTensors];
+  int64_t block_start[kMaxTensors];
+  int count;
+};
+static_assert(sizeof(ClipTable) <= 4000, "kernel parameters are limited to 4 KB");
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) clip_sumsq_kernel(const __grid_constant__ ClipTable tab,
+                                                              double *partials) {
+  const int t = table_tensor_of_block(tab);
+  const T *g = static_cast<const T *>(tab.g[t]);
+  const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
+  const int64_t end = min(begin + kChunk, tab.n[t]);
+  double acc = 0;
+  int64_t rest = begin;
+  constexpr int N = Pack<T>::N;
+  if (((uintptr_t)g & 15u) == 0) {  // begin is a multiple of N
+    const int64_t vend = begin + (end - begin) / N * N;
+    for (int64_t i = begin + (int64_t)threadIdx.x * N; i < vend; i += (int64_t)blockDim.x * N) {
+      const Pack<T> gp = load128(g + i);
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const double x = (double)to_compute(gp.v[k]);
+        acc += x * x;
+      }
+    }
+    rest = vend;
+  }
+  for (int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) {
+    const double x = (double)to_compute(g[i]);
+    acc += x * x;
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <class T>
+__global__ void __launch_bounds__(1024) clip_norm_kernel(const double *partials, int64_t n, T *norm, double *factor,
+                                                         double max_norm, double eps) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += partials[i];
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) {
+    const double total = sqrt(acc);
+    if (norm) *norm = from_compute<T>((Compute<T>)total);
+    *factor = fmin(1.0, max_norm / (total + eps));
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) clip_scale_kernel(const __grid_constant__ ClipTable tab,
+                                                              const double *factor) {
+  const double f = *factor;
+  if (f >= 1.0) return;  // under the limit: nothing changes
+  using A = Compute<T>;
+  const A s = (A)f;
+  const int t = table_tensor_of_block(tab);
+  T *g = static_cast<T *>(tab.g[t]);
+  const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
+  const int64_t end = min(begin + kChunk, tab.n[t]);
+  int64_t rest = begin;
+  constexpr int N = Pack<T>::N;
+  if (((uintptr_t)g & 15u) == 0) {
+    const int64_t vend = begin + (end - begin) / N * N;
+    for (int64_t i = begin + (int64_t)threadIdx.x * N; i < vend; i += (int64_t)blockDim.x * N) {
+      Pack<T> gp = load128(g + i);
+#pragma unroll
+      for (int k = 0; k < N; ++k) gp.v[k] = from_compute<T>(to_compute(gp.v[k]) * s);
+      store128(g + i, gp);
+    }
+    rest = vend;
+  }
+  for (int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) g[i] = from_compute<T>(to_compute(g[i]) * s);
+}
+
+}  // namespace
+
+void clip_grad_norm(Context &c, void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
+                    double max_norm, double eps) {
+  NvtxRange range("clip_grad_norm");
+  MT_CHECK(count >= 0, INVALID_ARGUMENT, "cuda clip_grad_norm: negative tensor count %lld", (long long)count);
+  MT_CHECK(max_norm > 0 && eps >= 0, INVALID_ARGUMENT, "cuda clip_grad_norm: max_norm %g, eps %g", max_norm, eps);
+  MT_CHECK(count == 0 || (grads && numel), INVALID_ARGUMENT, "cuda clip_grad_norm: null array (grads=%p, numel=%p)",
+           (const void *)grads, (const void *)numel);
+  int64_t blocks = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    MT_CHECK(numel[i] >= 0, INVALID_ARGUMENT, "cuda clip_grad_norm: numel[%lld] = %lld", (long long)i,
+             (long long)numel[i]);
+    MT_CHECK(numel[i] == 0 || grads[i], INVALID_ARGUMENT, "cuda clip_grad_norm: tensor %lld has a null buffer",
+             (long long)i);
+    blocks += (numel[i] + kChunk - 1) / kChunk;
+  }
+  dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    PoolBuffer partials(std::max<int64_t>(blocks, 1) * (int64_t)sizeof(double)), factor(sizeof(double));
+    int64_t done = 0;  // partials written so far
+    for_each_table<ClipTable, kMaxTensors>(
+        "clip_grad_norm", count, numel, kChunk, [&](ClipTable &tab, int t, int64_t i) { tab.g[t] = grads[i]; },
+        [&](const ClipTable &tab, unsigned nb) {
+          clip_sumsq_kernel<T><<<nb, kThreads, 0, c.stream>>>(tab, partials.as<double>() + done);
+          done += nb;
+        });
+    clip_norm_kernel<T><<<1, 1024, 0, c.stream>>>(partials.as<double>(), done, static_cast<T *>(norm),
+                                                   factor.as<double>(), max_norm, eps);
+    MT_CUDA_CHECK_LAUNCH("clip_grad_norm");
+    for_each_table<ClipTable, kMaxTensors>(
+        "clip_grad_norm", count, numel, kChunk, [&](ClipTable &tab, int t, int64_t i) { tab.g[t] = grads[i]; },
+        [&](const ClipTable &tab, unsigned nb) {
+          clip_scale_kernel<T><<<nb, kThreads, 0, c.stream>>>(tab, factor.as<double>());
         });
   });
 }

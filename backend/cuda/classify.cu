@@ -473,36 +473,77 @@ __global__ void __launch_bounds__(kThreads) index_keys_kernel(uint32_t *keys, ui
   }
 }
 
-// One warp per sorted position p; the warp at the first position of a run of equal keys d
-// owns destination row d: for its columns [blockIdx.y * col_tile, +col_tile) it adds the
-// source rows vals[p..end) in that (ascending) order onto dx[d, c].
-template <class T>
+// One block per sorted position p; the block at the first position of a run of equal keys d
+// owns destination row d and adds the source rows vals[p..end) onto dx[d, c] for the columns of
+// its tile (blockIdx.y, kAddTileBytes of each row) in ascending order, so each column is one
+// chain of additions in the order of the CPU loop (the same bits). That chain is the only
+// serial part, so the block stages kAddTileRows source rows at a time into shared memory, all
+// threads loading (V elements, a 16-byte pack when V > 1, per load, several loads in flight
+// each), and then a thread per column adds the staged rows in order: a run as long as a
+// character vocabulary's commonest letter (a sixth of the batch) costs one load latency per
+// kAddTileRows rows rather than per row. The run's end is found by binary search.
+constexpr int kAddTileRows = 64;
+constexpr int kAddTileBytes = 512;
+
+template <class T, int V>
 __global__ void __launch_bounds__(kThreads) index_add_rows_kernel(T *dx, const T *dy, const uint32_t *keys,
                                                                   const uint32_t *vals, int64_t n, int64_t rows_x,
-                                                                  int64_t cols, int64_t col_tile) {
+                                                                  int64_t cols) {
   using A = Compute<T>;
-  const int lane = threadIdx.x & 31;
-  const int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (p >= n) return;  // warp-uniform from here on
+  constexpr int kCols = kAddTileBytes / (int)sizeof(T);   // columns of a tile
+  constexpr int kUnits = kCols / V;                        // loads per staged row
+  constexpr int kRowsPerPass = kThreads / kUnits;          // staged rows loaded per pass of the block
+  static_assert(kThreads % kUnits == 0 && kAddTileRows % kRowsPerPass == 0, "tile shape");
+  __shared__ alignas(16) T tile[kAddTileRows][kCols];
+  __shared__ int64_t run_end;
+  const int64_t p = blockIdx.x;
   const uint32_t d = keys[p];
-  if ((int64_t)d >= rows_x) return;        // an out-of-range index (the caller validates)
-  if (p > 0 && keys[p - 1] == d) return;   // not the first of its run
-  int64_t end = n;
-  for (int64_t q0 = p + 1; q0 < n; q0 += 32) {  // the run's end, 32 keys per step
-    const int64_t q = q0 + lane;
-    const unsigned stop = __ballot_sync(0xffffffffu, q >= n || keys[q] != d);
-    if (stop) {
-      end = q0 + __ffs((int)stop) - 1;
-      break;
+  if ((int64_t)d >= rows_x) return;       // an out-of-range index (the caller validates)
+  if (p > 0 && keys[p - 1] == d) return;  // not the first of its run (block-uniform)
+  if (threadIdx.x == 0) {                 // keys ascend: the run ends at the first key != d
+    int64_t lo = p + 1, hi = n;
+    while (lo < hi) {
+      const int64_t mid = lo + ((hi - lo) >> 1);
+      if (keys[mid] == d) lo = mid + 1; else hi = mid;
     }
+    run_end = lo;
   }
-  const int64_t c1 = min((int64_t)(blockIdx.y + 1) * col_tile, cols);
-  T *row = dx + (int64_t)d * cols;
-  for (int64_t c = (int64_t)blockIdx.y * col_tile + lane; c < c1; c += 32) {
-    A acc = to_compute(row[c]);
-    for (int64_t q = p; q < end; ++q) acc += to_compute(dy[(int64_t)vals[q] * cols + c]);
-    row[c] = from_compute<T>(acc);
+  __syncthreads();
+  const int64_t end = run_end;
+  const int64_t c0 = (int64_t)blockIdx.y * kCols;   // the tile's first column
+  const int width = (int)min((int64_t)kCols, cols - c0);
+  const int unit = threadIdx.x % kUnits, row_in_pass = threadIdx.x / kUnits;
+  A acc = 0;
+  T *out = dx + (int64_t)d * cols + c0;
+  if ((int)threadIdx.x < width) acc = to_compute(out[threadIdx.x]);
+  for (int64_t q0 = p; q0 < end; q0 += kAddTileRows) {
+    const int rows = (int)min((int64_t)kAddTileRows, end - q0);
+    if (unit * V < width) {
+      Pack<T> buf[kAddTileRows / kRowsPerPass];  // V > 1: whole packs; V == 1: element 0 of each
+#pragma unroll
+      for (int k = 0; k < kAddTileRows / kRowsPerPass; ++k) {
+        const int r = k * kRowsPerPass + row_in_pass;
+        if (r < rows) {
+          const T *src = dy + (int64_t)vals[q0 + r] * cols + c0 + unit * V;
+          if constexpr (V > 1) buf[k] = load128(src); else buf[k].v[0] = *src;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kAddTileRows / kRowsPerPass; ++k) {
+        const int r = k * kRowsPerPass + row_in_pass;
+        if (r < rows) {
+          if constexpr (V > 1) store128(&tile[r][unit * V], buf[k]); else tile[r][unit] = buf[k].v[0];
+        }
+      }
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < width) {
+#pragma unroll 8
+      for (int r = 0; r < rows; ++r) acc += to_compute(tile[r][threadIdx.x]);
+    }
+    __syncthreads();
   }
+  if ((int)threadIdx.x < width) out[threadIdx.x] = from_compute<T>(acc);
 }
 
 // ---- argument checks ----------------------------------------------------------------------
@@ -549,7 +590,7 @@ void cross_entropy(Context &c, void *loss, void *lse, const void *logits, const 
       }
       MT_CUDA_CHECK_LAUNCH("cross_entropy");
     }
-    deterministic_sum<A>(c, "cross_entropy", static_cast<T *>(loss), ArraySrc<A>{row_loss.as<A>()}, rows, (A)scale);
+    deterministic_sum<double>(c, "cross_entropy", static_cast<T *>(loss), ArraySrc<A>{row_loss.as<A>()}, rows, scale);
   });
 }
 
@@ -600,7 +641,7 @@ void nll_loss(Context &c, void *loss, const void *log_probs, const int64_t *targ
     using T = typename decltype(tag)::type;
     using A = Compute<T>;
     const PickSrc<T> src{static_cast<const T *>(log_probs), targets, cols};
-    deterministic_sum<A>(c, "nll_loss", static_cast<T *>(loss), src, rows, (A)(-scale));
+    deterministic_sum<double>(c, "nll_loss", static_cast<T *>(loss), src, rows, -scale);
   });
 }
 
@@ -735,11 +776,11 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
   MT_CHECK(n < INT_MAX && rows_x < INT_MAX, UNSUPPORTED,
            "cuda index_select backward: %lld indices into %lld rows (the sort takes fewer than 2^31 of each)",
            (long long)n, (long long)rows_x);
-  const int64_t col_tile = 1024;
-  const int64_t tiles = (cols + col_tile - 1) / col_tile;
-  MT_CHECK(tiles <= 65535, UNSUPPORTED, "cuda index_select backward: rows of %lld elements", (long long)cols);
   dispatch_float(dtype, "index_select backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const int64_t col_tile = kAddTileBytes / (int64_t)sizeof(T);
+    const int64_t tiles = (cols + col_tile - 1) / col_tile;
+    MT_CHECK(tiles <= 65535, UNSUPPORTED, "cuda index_select backward: rows of %lld elements", (long long)cols);
     PoolBuffer keys_in(n * 4), vals_in(n * 4), keys_out(n * 4), vals_out(n * 4);
     index_keys_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(keys_in.as<uint32_t>(), vals_in.as<uint32_t>(),
                                                                            idx, n, rows_x);
@@ -754,11 +795,16 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
     MT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys_in.as<uint32_t>(),
                                                   keys_out.as<uint32_t>(), vals_in.as<uint32_t>(),
                                                   vals_out.as<uint32_t>(), (int)n, 0, end_bit, c.stream));
-    const int64_t warps_per_block = kThreads / 32;
-    const dim3 grid(grid_of((n + warps_per_block - 1) / warps_per_block), (unsigned)tiles);
-    index_add_rows_kernel<T><<<grid, kThreads, 0, c.stream>>>(static_cast<T *>(dx), static_cast<const T *>(dy),
-                                                              keys_out.as<uint32_t>(), vals_out.as<uint32_t>(), n,
-                                                              rows_x, cols, col_tile);
+    const dim3 grid((unsigned)n, (unsigned)tiles);  // a block per sorted position (n < 2^31)
+    constexpr int V = Pack<T>::N;  // 16-byte packs when every row starts 16-byte aligned
+    if (cols % V == 0 && is_aligned16(dx) && is_aligned16(dy))
+      index_add_rows_kernel<T, V><<<grid, kThreads, 0, c.stream>>>(static_cast<T *>(dx), static_cast<const T *>(dy),
+                                                                   keys_out.as<uint32_t>(), vals_out.as<uint32_t>(),
+                                                                   n, rows_x, cols);
+    else
+      index_add_rows_kernel<T, 1><<<grid, kThreads, 0, c.stream>>>(static_cast<T *>(dx), static_cast<const T *>(dy),
+                                                                   keys_out.as<uint32_t>(), vals_out.as<uint32_t>(),
+                                                                   n, rows_x, cols);
     MT_CUDA_CHECK_LAUNCH("index_select backward");
   });
 }

@@ -10,6 +10,7 @@
 //
 // defines: softmax, softmax_backward, cross_entropy, cross_entropy_backward, nll_loss,
 //          nll_loss_backward, first_out_of_range, max_reduce, max_backward, adam_step,
+//          clip_grad_norm,
 //          slice_copy, slice_backward, index_select, index_add
 #pragma once
 
@@ -51,6 +52,8 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 
 // adam.cu
 void adam_step(Context &c, const AdamArgs &args);
+void clip_grad_norm(Context &c, void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
+                    double max_norm, double eps);
 
 }  // namespace cuda
 }  // namespace mt

@@ -135,6 +135,10 @@ class CudaBackend final : public Backend {
     cuda::max_backward(ctx_, dx, indices, dy, outer, reduce, inner, d);
   }
   void adam_step(const AdamArgs &a) override { cuda::adam_step(ctx_, a); }
+  void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
+                      double max_norm, double eps) override {
+    cuda::clip_grad_norm(ctx_, norm, grads, numel, count, dtype, max_norm, eps);
+  }
   // ---- fused MSE backward (mse.cu)
   void mse_backward(void *dp, void *dt, const void *p, const void *t, const void *g, int64_t n, DType d,
                     double scale) override {

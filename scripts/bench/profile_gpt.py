@@ -49,7 +49,7 @@ def main():
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
         name = r["Kernel Name"].split("(")[0][:90]
-        total[name] += float(r["Metric Value"]) / 1e3  # ns -> us
+        total[name] += float(r["Metric Value"].replace(",", "")) / 1e3  # ns -> us (ncu groups thousands)
         count[name] += 1
     # the run is startup + steps + one evaluation; per step is an upper bound for eval-free kernels
     steps = args.steps

@@ -12,6 +12,9 @@ frontend.
               torch.nn.functional.gelu(approximate='tanh')
   causal      the mask's effect against the CPU, and a training step with causal attention
               recorded into a CUDA graph and replayed (the mask is built on the device)
+  clip        mt_clip_grad_norm over 150 gradients (three 64-tensor launches) of sizes from 1
+              to 70000, clipping and not: the norm and every gradient against the CPU and
+              torch.nn.utils.clip_grad_norm_; the same bits run to run
 
 Run by `make test-gpu` (MT_DEVICE=cuda). Without a usable GPU every test is skipped;
 MT_PARITY_DEVICE=cpu runs the harness CPU against CPU.
@@ -20,6 +23,7 @@ Tolerances, relative error ||gpu - ref|| / ||ref||: float64 1e-12; float32 1e-5 
 float, rsqrtf and tanhf within 2 ulp), 1e-4 for dgamma/dbeta summed over thousands of rows and
 for the comparisons with torch (which sums in another order); float16/bfloat16 1e-2.
 """
+import math
 import os
 import sys
 import unittest
@@ -111,6 +115,53 @@ class LayerNormParity(unittest.TestCase):
                 t = theirs.detach().double()
                 err = ((o - t).norm() / t.norm()).item()
                 self.assertLess(err, 1e-4, "%s %s" % (name, (rows, d)))
+
+
+@unittest.skipUnless(RUN, SKIP_WHY)
+class ClipGradNormParity(unittest.TestCase):
+    SIZES = [1, 3, 4, 7, 128, 1000, 8191, 8192, 8193, 70000] * 15
+
+    def clipped(self, ws, dev, dtype, max_norm):
+        """The norm and the clipped gradients of parameters whose gradients are ws, on dev."""
+        ps = [mt.zeros(w.shape, dtype=dtype, device=dev) for w in ws]
+        for p in ps:
+            p.requires_grad_(True)
+        loss = None
+        for p, w in zip(ps, ws):
+            term = (p * w.to(dev)).sum()
+            loss = term if loss is None else loss + term
+        loss.backward()
+        norm = mt.nn.utils.clip_grad_norm_(ps, max_norm)
+        return norm, [p.grad for p in ps]
+
+    def test_against_cpu_and_torch(self):
+        for dt in (mt.float32, mt.float64):
+            ws = [draw((n,), 300 + i, dt, -1, 1) for i, n in enumerate(self.SIZES)]
+            total = math.sqrt(sum(sum(v * v for v in flat(w.tolist())) for w in ws))
+            for max_norm in (0.25 * total, 4.0 * total):
+                with self.subTest(dtype=str(dt), max_norm=max_norm):
+                    norm, grads = self.clipped(ws, GPU, dt, max_norm)
+                    again, grads2 = self.clipped(ws, GPU, dt, max_norm)
+                    rnorm, rgrads = self.clipped(ws, "cpu", dt, max_norm)
+                    tol = TOL[dt]
+                    self.assertLess(abs(norm.item() - total) / total, tol, "norm")
+                    self.assertEqual(norm.item(), again.item(), "norm differs from run to run")
+                    coef = min(1.0, max_norm / (total + 1e-6))
+                    for i, (g, g2, r, w) in enumerate(zip(grads, grads2, rgrads, ws)):
+                        self.assertEqual(g.tolist(), g2.tolist(), "gradient %d differs from run to run" % i)
+                        self.assertLess(rel_err(g, r), tol, "gradient %d against the cpu" % i)
+                        self.assertLess(rel_err(g, w * coef), tol, "gradient %d against w * %g" % (i, coef))
+                    if HAVE_TORCH:
+                        tps = [torch.zeros(w.shape, dtype=torch.float64 if dt == mt.float64 else torch.float32,
+                                           device="cuda", requires_grad=True) for w in ws]
+                        for tp, w in zip(tps, ws):
+                            tp.grad = torch.tensor(w.tolist(), dtype=tp.dtype, device="cuda")
+                        tn = torch.nn.utils.clip_grad_norm_(tps, max_norm)
+                        self.assertLess(abs(norm.item() - tn.item()) / tn.item(), tol, "norm vs torch")
+                        for i, (g, tp) in enumerate(zip(grads, tps)):
+                            o = torch.tensor(g.tolist(), dtype=torch.float64)
+                            t = tp.grad.double().cpu()
+                            self.assertLess(((o - t).norm() / t.norm()).item(), tol, "gradient %d vs torch" % i)
 
 
 @unittest.skipUnless(RUN, SKIP_WHY)
