@@ -117,10 +117,9 @@ Ref scaled_dot_product_attention(const Ref &q, const Ref &k, const Ref &v, bool 
   double s = scale > 0 ? scale : 1.0 / std::sqrt((double)D);
   Ref scores = q->ndim() >= 3 ? matmul_t(q, false, k, true, s)             // [..., T, S], no k^T copy
                               : mul_scalar(matmul(q, transpose(k, -1, -2)), s);
-  if (causal) {
-    // key j is masked for query i when j > i + (S - T): aligned at the end when S != T
-    scores = masked_fill(scores, causal_mask(T, S, scores->device), -INFINITY);
-  }
+  // key j is masked for query i when j > i + (S - T): aligned at the end when S != T
+  if (causal && S >= T) return matmul(causal_softmax(scores, S - T), v);  // the mask and softmax in one pass
+  if (causal) scores = masked_fill(scores, causal_mask(T, S, scores->device), -INFINITY);  // rows with no key
   return matmul(softmax(scores, -1), v);
 }
 

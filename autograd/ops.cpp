@@ -520,6 +520,16 @@ void check_targets(const Ref &x, const Ref &targets, const char *xname) {
 }  // namespace
 
 Ref softmax(const Ref &x, int64_t dim) { return softmax_impl(x, dim, false); }
+
+Ref causal_softmax(const Ref &x, int64_t offset) {
+  check_float(x, "x");
+  MT_CHECK(x->ndim() >= 2 && offset >= 0, SHAPE, "expected x [..., T, S] and offset >= 0: x is %s, offset %lld",
+           shape_str(x->shape).c_str(), (long long)offset);
+  const int64_t t = x->shape[x->ndim() - 2], cols = x->shape.back(), rows = cols ? x->numel() / cols : 0;
+  Ref y = empty(x->shape, x->dtype, x->device);
+  if (x->numel()) x->backend().causal_softmax(y->data(), x->data(), rows, cols, t, offset, x->dtype);
+  return record(Op::SOFTMAX, y, {x}, 0, {x->ndim() - 1});  // the backward of softmax along the last dim
+}
 Ref log_softmax(const Ref &x, int64_t dim) { return softmax_impl(x, dim, true); }
 
 Ref cross_entropy(const Ref &logits, const Ref &targets) {

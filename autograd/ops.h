@@ -82,6 +82,10 @@ Ref sub(const Ref &a, const Ref &b);
 Ref mul(const Ref &a, const Ref &b);
 Ref div(const Ref &a, const Ref &b);
 Ref matmul(const Ref &a, const Ref &b);
+// softmax(masked_fill(x, causal mask, -inf), -1) for x [..., T, S]: key j is masked for query
+// i when j > i + offset (offset = S - T >= 0 aligns the queries at the end), without the mask;
+// recorded as SOFTMAX (its backward is softmax's: the masked outputs are 0).
+Ref causal_softmax(const Ref &x, int64_t offset);
 // alpha * op(a) @ op(b) over matching batch dims (a, b [..., r, c], op a transpose of the last
 // two dims when the flag is set), without materializing a transpose; recorded as MATMUL (its
 // ints {trans_a, trans_b}, its scalar alpha). The composed attention's scores q k^T * scale.

@@ -96,6 +96,9 @@ void Backend::max_backward(void *, const int64_t *, const void *, int64_t, int64
   MT_UNSUPPORTED("max backward");
 }
 void Backend::adam_step(const AdamArgs &) { MT_UNSUPPORTED("adam"); }
+void Backend::causal_softmax(void *, const void *, int64_t, int64_t, int64_t, int64_t, DType) {
+  MT_UNSUPPORTED("causal_softmax");
+}
 void Backend::clip_grad_norm(void *, void *const *, const int64_t *, int64_t, DType, double, double) {
   MT_UNSUPPORTED("clip_grad_norm");
 }

@@ -41,6 +41,17 @@ void softmax_t(T *y, const T *x, int64_t rows, int64_t cols, bool log) {
 }
 
 template <typename T>
+void causal_softmax_t(T *y, const T *x, int64_t rows, int64_t cols, int64_t t, int64_t offset) {
+  for (int64_t r = 0; r < rows; r++) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    const int64_t vis = std::min(cols, r % t + offset + 1);  // the visible columns
+    double lse = row_lse(xr, vis);
+    for (int64_t c = 0; c < cols; c++) yr[c] = c < vis ? (T)std::exp((double)xr[c] - lse) : (T)0;
+  }
+}
+
+template <typename T>
 void softmax_backward_t(T *dx, const T *y, const T *dy, int64_t rows, int64_t cols, bool log) {
   for (int64_t r = 0; r < rows; r++) {
     const T *yr = y + r * cols, *dyr = dy + r * cols;
@@ -122,6 +133,13 @@ void adam_t(const AdamArgs &a) {
 void softmax(void *y, const void *x, int64_t rows, int64_t cols, DType d, bool log) {
   MT_DISPATCH(d, "softmax", softmax_t((float *)y, (const float *)x, rows, cols, log),
               softmax_t((double *)y, (const double *)x, rows, cols, log));
+}
+void causal_softmax(void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset, DType d) {
+  MT_CHECK(t > 0 && offset >= 0 && rows % t == 0, INVALID_ARGUMENT,
+           "cpu causal_softmax: %lld rows, t %lld, offset %lld (rows a multiple of t > 0, offset >= 0)",
+           (long long)rows, (long long)t, (long long)offset);
+  MT_DISPATCH(d, "causal_softmax", causal_softmax_t((float *)y, (const float *)x, rows, cols, t, offset),
+              causal_softmax_t((double *)y, (const double *)x, rows, cols, t, offset));
 }
 void softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType d, bool log) {
   MT_DISPATCH(d, "softmax backward",

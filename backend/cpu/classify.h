@@ -20,6 +20,7 @@ void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, in
 void max_backward(void *dx, const int64_t *indices, const void *dy, int64_t outer, int64_t reduce, int64_t inner,
                   DType d);
 void adam_step(const AdamArgs &a);
+void causal_softmax(void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset, DType d);
 void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype, double max_norm,
                     double eps);
 }  // namespace cpu

@@ -397,6 +397,10 @@ class CpuBackend final : public Backend {
     cpu::max_backward(dx, indices, dy, outer, reduce, inner, d);
   }
   void adam_step(const AdamArgs &a) override { cpu::adam_step(a); }
+  void causal_softmax(void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset,
+                      DType dtype) override {
+    cpu::causal_softmax(y, x, rows, cols, t, offset, dtype);
+  }
   void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
                       double max_norm, double eps) override {
     cpu::clip_grad_norm(norm, grads, numel, count, dtype, max_norm, eps);

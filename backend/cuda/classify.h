@@ -50,6 +50,9 @@ void index_select(Context &c, void *out, const void *x, const int64_t *idx, int6
 void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
                DType dtype);
 
+void causal_softmax(Context &c, void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset,
+                    DType dtype);
+
 // adam.cu
 void adam_step(Context &c, const AdamArgs &args);
 void clip_grad_norm(Context &c, void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,

@@ -135,6 +135,10 @@ class CudaBackend final : public Backend {
     cuda::max_backward(ctx_, dx, indices, dy, outer, reduce, inner, d);
   }
   void adam_step(const AdamArgs &a) override { cuda::adam_step(ctx_, a); }
+  void causal_softmax(void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset,
+                      DType dtype) override {
+    cuda::causal_softmax(ctx_, y, x, rows, cols, t, offset, dtype);
+  }
   void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
                       double max_norm, double eps) override {
     cuda::clip_grad_norm(ctx_, norm, grads, numel, count, dtype, max_norm, eps);

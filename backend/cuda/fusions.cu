@@ -180,15 +180,25 @@ __global__ void __launch_bounds__(kFusionThreads)
   }
 }
 
-// dbias[c] = sum over the chunks k, in order, of partial[k, c].
+// dbias[c] = sum over the chunks k of partial[k, c], in a fixed order: a block of 32 columns x
+// kTotalSplit warps, warp w adding the chunks w, w + kTotalSplit, ... in order, then the warps'
+// sums added in order w = 0, 1, ... (the same bits every run; the chunk reads of all warps in
+// flight together rather than one chain of chunks loads per column).
+constexpr int kTotalSplit = 16;
 template <class T>
-__global__ void __launch_bounds__(kFusionThreads)
+__global__ void __launch_bounds__(32 * kTotalSplit)
     column_total_kernel(T *dbias, const Compute<T> *partial, int64_t chunks, int64_t n) {
-  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= n) return;
+  __shared__ Compute<T> part[kTotalSplit][32];
+  const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
   Compute<T> s = 0;
-  for (int64_t k = 0; k < chunks; ++k) s += partial[k * n + c];
-  dbias[c] = from_compute<T>(s);
+  if (c < n)
+    for (int64_t k = threadIdx.y; k < chunks; k += kTotalSplit) s += partial[k * n + c];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < n) {
+    for (int w = 1; w < kTotalSplit; ++w) s += part[w][threadIdx.x];
+    dbias[c] = from_compute<T>(s);
+  }
 }
 
 // ---- add_layer_norm -----------------------------------------------------------------------------
@@ -400,8 +410,9 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
   }
   PoolBuffer partial(s.chunks * n * (int64_t)sizeof(A));
   launch(partial.as<A>());
-  column_total_kernel<T><<<clamp_grid((n + kFusionThreads - 1) / kFusionThreads), kFusionThreads, 0, c.stream>>>(
-      dbias, partial.as<A>(), s.chunks, n);
+  MT_CHECK((n + 31) / 32 <= INT_MAX, INVALID_ARGUMENT, "cuda bias_act backward: n %lld is too large", (long long)n);
+  column_total_kernel<T><<<(unsigned)((n + 31) / 32), dim3(32, kTotalSplit), 0, c.stream>>>(dbias, partial.as<A>(),
+                                                                                          s.chunks, n);
   MT_CUDA_CHECK_LAUNCH("bias_act backward (dbias)");
 }
 

@@ -54,7 +54,11 @@
 // mirrors it: register-cached 128-bit kernels up to 16384 columns (two arrays held), else a
 // warp or block per row reading y and dy twice (the second read mostly from L2).
 //
-// Contents: study hook doc | row normalisation | forward kernels (1)-(4), fit, cluster | backward kernels |
+// causal_softmax (the composed attention's mask and softmax): a warp per row reading only the
+// visible columns; rows of up to 32 x 8 packs held in registers (cached), wider or unaligned
+// rows through the online pair.
+//
+// Contents: study hook doc | row normalisation | forward kernels (1)-(4), causal, fit, cluster | backward kernels |
 //           dispatch | launchers | mt_study_softmax, mt_study_log_softmax
 #include <algorithm>
 #include <climits>
@@ -138,6 +142,110 @@ __global__ void __launch_bounds__(kRowThreads) softmax_warp_online_kernel(T *y, 
     group_merge(m, s, 32);
     const Norm<A> f(m, s);
     for (int64_t c = lane; c < cols; c += 32) yr[c] = from_compute<T>(f.template apply<LOG>(to_compute(xr[c])));
+  }
+}
+
+// (causal) causal_softmax: a warp per row of [rows, cols], row r the query r % t: the online pair
+// over the visible columns j <= r % t + offset only (the masked ones are never read), merged by
+// shuffles, then the visible columns normalised and the rest written as 0. VEC: 16-byte packs
+// (cols % N == 0, x and y 16-byte aligned); a pack straddling the edge is read whole and its
+// masked elements written as 0.
+template <class T, bool VEC>
+__global__ void __launch_bounds__(kRowThreads) causal_softmax_kernel(T *y, const T *x, int64_t rows, int64_t cols,
+                                                                     int64_t t, int64_t offset) {
+  using A = Compute<T>;
+  constexpr int N = VEC ? Pack<T>::N : 1;
+  const int lane = threadIdx.x & 31;
+  const int64_t per_block = blockDim.x >> 5;
+  for (int64_t r = (int64_t)blockIdx.x * per_block + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * per_block) {
+    const int64_t vis = min(cols, r % t + offset + 1);
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    A m = kNegInf<A>(), s = 0;
+    for (int64_t c = (int64_t)lane * N; c < vis; c += 32 * N) {
+      if constexpr (VEC) {
+        const Pack<T> v = load128(xr + c);
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          if (c + j < vis) online_add(m, s, to_compute(v.v[j]));
+      } else {
+        online_add(m, s, to_compute(xr[c]));
+      }
+    }
+    group_merge(m, s, 32);
+    const Norm<A> f(m, s);
+    for (int64_t c = (int64_t)lane * N; c < cols; c += 32 * N) {
+      if constexpr (VEC) {
+        Pack<T> o;
+        if (c < vis) {
+          const Pack<T> v = load128(xr + c);
+#pragma unroll
+          for (int j = 0; j < N; ++j)
+            o.v[j] = c + j < vis ? from_compute<T>(f.template apply<false>(to_compute(v.v[j]))) : from_compute<T>(A(0));
+        } else {
+#pragma unroll
+          for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(A(0));
+        }
+        store128(yr + c, o);
+      } else {
+        yr[c] = c < vis ? from_compute<T>(f.template apply<false>(to_compute(xr[c]))) : from_compute<T>(A(0));
+      }
+    }
+  }
+}
+
+// (causal, cached) the same for rows of at most 32 x PL packs held in registers (cols % N == 0,
+// 16-byte aligned): the visible elements' max, then exp(x - max) kept for the write, one read of
+// the visible columns and no online rescaling. A warp per row.
+template <class T, int PL>
+__global__ void __launch_bounds__(kRowThreads) causal_softmax_cached_kernel(T *y, const T *x, int64_t rows,
+                                                                            int64_t cols, int64_t t,
+                                                                            int64_t offset) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  const int lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * (kRowThreads / 32) + (threadIdx.x >> 5);
+  if (r >= rows) return;  // warp-uniform
+  const int64_t vis = min(cols, r % t + offset + 1);
+  const T *xr = x + r * cols;
+  T *yr = y + r * cols;
+  A v[PL][N];
+  A m = kNegInf<A>();
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t c = (int64_t)(lane + k * 32) * N;
+    if (c < vis) {
+      const Pack<T> p = load128(xr + c);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        v[k][j] = c + j < vis ? to_compute(p.v[j]) : kNegInf<A>();
+        m = dmax(m, v[k][j]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) v[k][j] = kNegInf<A>();
+    }
+  }
+  m = group_max(m, 32);
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k)
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      v[k][j] = v[k][j] == kNegInf<A>() ? A(0) : dexp(v[k][j] - m);  // masked: 0
+      s += v[k][j];
+    }
+  s = group_sum(s, 32);
+  const A inv = A(1) / s;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t c = (int64_t)(lane + k * 32) * N;
+    if (c < cols) {
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(v[k][j] * inv);
+      store128(yr + c, o);
+    }
   }
 }
 
@@ -691,6 +799,39 @@ void check_rows(const char *op, int64_t rows, int64_t cols) {
 }  // namespace
 
 // ---- launchers ----------------------------------------------------------------------------
+
+void causal_softmax(Context &c, void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset,
+                    DType dtype) {
+  NvtxRange range("causal_softmax");
+  check_rows("causal_softmax", rows, cols);
+  MT_CHECK(t > 0 && offset >= 0 && rows % t == 0, INVALID_ARGUMENT,
+           "cuda causal_softmax: %lld rows, t %lld, offset %lld (rows a multiple of t > 0, offset >= 0)",
+           (long long)rows, (long long)t, (long long)offset);
+  if (rows == 0 || cols == 0) return;
+  MT_CHECK(y && x, INVALID_ARGUMENT, "cuda causal_softmax: null buffer (y=%p, x=%p)", y, x);
+  dispatch_float(dtype, "causal_softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *yt = static_cast<T *>(y);
+    const T *xt = static_cast<const T *>(x);
+    const int64_t per_block = kRowThreads / 32;
+    const unsigned grid = grid_of((rows + per_block - 1) / per_block);
+    constexpr int N = Pack<T>::N;
+    const bool vec = cols % N == 0 && is_aligned16(x) && is_aligned16(y);
+    const int64_t packs_per_lane = (cols / N + 31) / 32;
+    if (vec && packs_per_lane <= 8 && (rows + per_block - 1) / per_block <= INT_MAX) {  // the row in registers
+      const unsigned cgrid = grid_of((rows + per_block - 1) / per_block);
+      auto go = [&](auto kernel) { kernel<<<cgrid, kRowThreads, 0, c.stream>>>(yt, xt, rows, cols, t, offset); };
+      if (packs_per_lane <= 1) go(causal_softmax_cached_kernel<T, 1>);
+      else if (packs_per_lane <= 2) go(causal_softmax_cached_kernel<T, 2>);
+      else if (packs_per_lane <= 4) go(causal_softmax_cached_kernel<T, 4>);
+      else go(causal_softmax_cached_kernel<T, 8>);
+    } else if (vec)
+      causal_softmax_kernel<T, true><<<grid, kRowThreads, 0, c.stream>>>(yt, xt, rows, cols, t, offset);
+    else
+      causal_softmax_kernel<T, false><<<grid, kRowThreads, 0, c.stream>>>(yt, xt, rows, cols, t, offset);
+    MT_CUDA_CHECK_LAUNCH("causal_softmax");
+  });
+}
 
 void softmax(Context &c, void *y, const void *x, int64_t rows, int64_t cols, DType dtype, bool log) {
   const char *op = log ? "log_softmax" : "softmax";
