@@ -153,3 +153,48 @@ TEST_CASE("backward on a leaf scalar gives it a gradient of one") {
   MT_OK_OR_FAIL(mt_tensor_grad(g.out(), x));
   CHECK(values(g) == Vec{1});
 }
+
+TEST_CASE("slices of one tensor add their gradients into its accumulated gradient, never into a shared one") {
+  // Three overlapping row slices of x [6, 4] (the later ones add into the gradient the first
+  // one made), and one of y, whose accumulated gradient is the same buffer as z's (add passes its
+  // gradient to both operands), so it must not be added into in place. Expected values by hand.
+  LeakGuard lg;
+  std::mt19937_64 rng(21);
+  const Vec vx = randvec(rng, 24), vy = randvec(rng, 8), vz = randvec(rng, 8);
+  const Vec w1 = randvec(rng, 16), w2 = randvec(rng, 12), w3 = randvec(rng, 4), wy = randvec(rng, 4),
+            wh = randvec(rng, 8);
+  H x = make(vx, {6, 4}), y = make(vy, {2, 4}), z = make(vz, {2, 4});
+  for (mt_tensor *p : {x.get(), y.get(), z.get()}) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(p, 1));
+  H a, b, c, sy, h;
+  MT_OK_OR_FAIL(mt_slice(a.out(), x, 0, 0, 4));   // rows 0-3
+  MT_OK_OR_FAIL(mt_slice(b.out(), x, 0, 3, 6));   // rows 3-5
+  MT_OK_OR_FAIL(mt_slice(c.out(), x, 0, 1, 2));   // row 1
+  MT_OK_OR_FAIL(mt_slice(sy.out(), y, 0, 1, 2));  // row 1 of y, recorded before the add
+  MT_OK_OR_FAIL(mt_add(h.out(), y, z));
+  H wa = make(w1, {4, 4}), wb = make(w2, {3, 4}), wc = make(w3, {1, 4}), wsy = make(wy, {1, 4}), whh = make(wh, {2, 4});
+  H terms[5], prods[5];
+  mt_tensor *outs[5] = {a, b, c, sy, h}, *ws[5] = {wa, wb, wc, wsy, whh};
+  H loss;
+  for (int i = 0; i < 5; i++) {
+    MT_OK_OR_FAIL(mt_mul(prods[i].out(), outs[i], ws[i]));
+    MT_OK_OR_FAIL(mt_sum(terms[i].out(), prods[i]));
+  }
+  H s1, s2, s3;
+  MT_OK_OR_FAIL(mt_add(s1.out(), terms[0], terms[1]));
+  MT_OK_OR_FAIL(mt_add(s2.out(), s1, terms[2]));
+  MT_OK_OR_FAIL(mt_add(s3.out(), s2, terms[3]));
+  MT_OK_OR_FAIL(mt_add(loss.out(), s3, terms[4]));
+  MT_OK_OR_FAIL(mt_backward(loss));
+  Vec ex(24, 0.0), ey(wh.begin(), wh.end()), ez(wh.begin(), wh.end());
+  for (int i = 0; i < 16; i++) ex[(size_t)i] += w1[(size_t)i];
+  for (int i = 0; i < 12; i++) ex[(size_t)(12 + i)] += w2[(size_t)i];
+  for (int i = 0; i < 4; i++) ex[(size_t)(4 + i)] += w3[(size_t)i];
+  for (int i = 0; i < 4; i++) ey[(size_t)(4 + i)] += wy[(size_t)i];
+  H gx, gy, gz;
+  MT_OK_OR_FAIL(mt_tensor_grad(gx.out(), x));
+  MT_OK_OR_FAIL(mt_tensor_grad(gy.out(), y));
+  MT_OK_OR_FAIL(mt_tensor_grad(gz.out(), z));
+  CHECK(rel_err(values(gx), ex) < 1e-15);
+  CHECK(rel_err(values(gy), ey) < 1e-15);
+  CHECK(rel_err(values(gz), ez) < 1e-15);  // untouched by y's slice
+}
