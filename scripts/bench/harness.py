@@ -134,6 +134,10 @@ def format_table(rows, copy_gbs):
 
 
 def git_commit(repo):
+    """HEAD's short hash (+dirty), or $MT_BENCH_COMMIT when set (a copy of the tree whose .git is
+    not the one it was made from)."""
+    if os.environ.get("MT_BENCH_COMMIT"):
+        return os.environ["MT_BENCH_COMMIT"]
     try:
         out = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              timeout=10)

@@ -8,7 +8,8 @@
                                              unless --out is given. For checking the harness without a GPU.
 
 Options: --reps N (median of N, default 7), --only copy,xor,... (see --list), --out PATH,
---no-write. The library is $MINITORCH_LIB, else build/libminitorch.so.
+--no-write. The library is $MINITORCH_LIB, else build/libminitorch.so; the commit named in the
+section is git's HEAD, or $MT_BENCH_COMMIT. Each workload's rows are printed as it finishes.
 It measures the device copy bandwidth first (the ceiling of the bandwidth-bound rows),
 then each workload. Workloads that fail are reported in the table and make the exit status 1;
 work the library does not offer yet is listed as skipped.
@@ -98,6 +99,9 @@ def main(argv):
             new = fn(ctx)
             rows.extend(new)
             print(" %.1f s" % (time.time() - t0), flush=True)
+            # the rows at once, so a run cut short by a time limit keeps what it measured
+            for line in harness.format_table(new, ctx.copy_gbs)[2:]:
+                print("    " + line, flush=True)
         except Skip as e:
             skipped.append("skipped: %s (%s)" % (name, e))
             print(" skipped: %s" % e, flush=True)
