@@ -184,33 +184,6 @@ __global__ void __launch_bounds__(BLOCK ? kCachedBlockThreads : kRowThreads)
   }
 }
 
-// N consecutive elements moved as one 16-byte access (N the pack size) or one scalar (N = 1).
-template <class T, int N>
-struct Chunk {
-  T v[N];
-  __device__ __forceinline__ static Chunk load(const T *p) {
-    Chunk c;
-    if constexpr (N == 1) {
-      c.v[0] = *p;
-    } else {
-      const Pack<T> q = load128(p);
-#pragma unroll
-      for (int j = 0; j < N; ++j) c.v[j] = q.v[j];
-    }
-    return c;
-  }
-  __device__ __forceinline__ void store(T *p) const {
-    if constexpr (N == 1) {
-      *p = v[0];
-    } else {
-      Pack<T> q;
-#pragma unroll
-      for (int j = 0; j < N; ++j) q.v[j] = v[j];
-      store128(p, q);
-    }
-  }
-};
-
 // (uncached) Forward of any shape: three passes over the row (sum, centred squares, write),
 // the second and third mostly from L2. VEC: 16-byte accesses (d % N == 0, pointers aligned).
 template <class T, bool BLOCK, bool VEC>

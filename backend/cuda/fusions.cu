@@ -92,33 +92,6 @@ struct Activation {
   }
 };
 
-// V consecutive elements moved as one 16-byte access (V the pack size) or one scalar (V = 1).
-template <class T, int V>
-struct Group {
-  T v[V];
-  static __device__ __forceinline__ Group load(const T *p) {
-    Group g;
-    if constexpr (V == 1) {
-      g.v[0] = *p;
-    } else {
-      const Pack<T> q = load128(p);
-#pragma unroll
-      for (int j = 0; j < V; ++j) g.v[j] = q.v[j];
-    }
-    return g;
-  }
-  __device__ __forceinline__ void store(T *p) const {
-    if constexpr (V == 1) {
-      *p = v[0];
-    } else {
-      Pack<T> q;
-#pragma unroll
-      for (int j = 0; j < V; ++j) q.v[j] = v[j];
-      store128(p, q);
-    }
-  }
-};
-
 // ---- bias_act ---------------------------------------------------------------------------------
 
 // Column group g (V columns) of rows [blockIdx.y * chunk, + chunk), row lanes threadIdx.y.
@@ -129,7 +102,7 @@ __global__ void __launch_bounds__(kFusionThreads)
     bias_act_kernel(T *out, Compute<T> *partial, const T *x, const T *bias, const T *dy, int64_t rows,
                     int64_t groups, int64_t chunk) {
   using A = Compute<T>;
-  using G = Group<T, V>;
+  using G = Chunk<T, V>;
   using F = Activation<ACT, A>;
   const int64_t n = groups * V;
   const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -319,7 +292,7 @@ template <class T, int V>
 __global__ void __launch_bounds__(kFusionThreads)
     dropout_add_kernel(T *out, const T *x, const T *res, int64_t n, double p, double scale, uint64_t seed) {
   using A = Compute<T>;
-  using G = Group<T, V>;
+  using G = Chunk<T, V>;
   const A thresh = to_compute(convert<T>(p));        // full({}, p) in dtype T
   const A keep = to_compute(from_compute<T>((A)scale));  // mask (0/1) cast to T, times 1/(1-p)
   auto one = [&](int64_t i, T xv, const T *rp) -> T {

@@ -5,6 +5,7 @@
 //   Pack<T>, load128/store128               16-byte vector loads and stores
 //   is_aligned16                            host-side alignment test for the vector paths
 //   load128_cs/store128_cs                  the same with streaming cache hints (ld/st.global.cs)
+//   Chunk<T, N>                             N elements as one 16-byte access, or one scalar (N = 1)
 //   grid_of                                 a block count clamped to [1, INT_MAX]
 //   wave_grid                               grid-stride grid of one wave of resident blocks
 //   launch_cluster                          a launch in thread-block clusters of K blocks (sm_90)
@@ -127,6 +128,33 @@ __device__ __forceinline__ void store128_cs(T *p, const Pack<T> &v) {
 }
 
 inline bool is_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// N consecutive elements moved as one 16-byte access (N the pack size) or one scalar (N = 1).
+template <class T, int N>
+struct Chunk {
+  T v[N];
+  __device__ __forceinline__ static Chunk load(const T *p) {
+    Chunk c;
+    if constexpr (N == 1) {
+      c.v[0] = *p;
+    } else {
+      const Pack<T> q = load128(p);
+#pragma unroll
+      for (int j = 0; j < N; ++j) c.v[j] = q.v[j];
+    }
+    return c;
+  }
+  __device__ __forceinline__ void store(T *p) const {
+    if constexpr (N == 1) {
+      *p = v[0];
+    } else {
+      Pack<T> q;
+#pragma unroll
+      for (int j = 0; j < N; ++j) q.v[j] = v[j];
+      store128(p, q);
+    }
+  }
+};
 
 // ---- grid sizing ----------------------------------------------------------------------
 
