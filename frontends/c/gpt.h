@@ -295,7 +295,7 @@ static inline mt_status gpt_attention(mt_tensor **out, const gpt_config *c, mt_t
 
 /* Which kernels gpt_attention runs for configuration c on dev, in words: the library takes its
  * FlashAttention-2 kernels for CUDA, bfloat16 (or float16) and head dim 64 or 128, the composed
- * path (matmul, mask, softmax, matmul) otherwise. */
+ * path (the scores as one GEMM, one causal softmax, the GEMM with v) otherwise. */
 static inline const char *gpt_attention_path(const gpt_config *c, mt_device dev) {
   const int64_t dh = c->d_model / (c->n_head > 0 ? c->n_head : 1);
   if (!c->bf16_attention) return "float32, composed";
