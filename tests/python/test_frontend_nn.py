@@ -298,6 +298,13 @@ class ClipGradTest(TestCase):
         with self.assertRaises(NotImplementedError):
             nn.utils.clip_grad_norm_([a], 1.0, norm_type=1)
 
+    def test_clip_grad_norm_without_gradients(self):
+        c = mt.tensor([1.0, 2.0], requires_grad=True)          # no backward yet: no .grad
+        norm = nn.utils.clip_grad_norm_([c], 1.0)
+        self.assertEqual(norm.shape, ())
+        self.assertEqual(norm.item(), 0.0)                       # torch returns tensor(0.) too
+        self.assertIsNone(c.grad)
+
 
 if __name__ == "__main__":
     unittest.main()
