@@ -653,7 +653,7 @@ int main(int argc, char **argv) {
     o.sample_chars = 0;
   } else {
     if (o.ckpt && *o.ckpt) printf("checkpoint: %s (step %lld)\n", o.ckpt, (long long)o.steps);
-    printf("final val loss %.4f nats (train %.4f) vs unigram baseline %.4f nats (%.1f s)\n", val_loss, train_loss,
+    printf("final val loss %.4f nats (train %.4f) vs unigram baseline %.4f nats (%.3f s)\n", val_loss, train_loss,
            baseline, progress_clock() - t0);
   }
   if (o.sample_chars > 0) sample(&g, &c, &o);
