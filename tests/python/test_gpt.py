@@ -265,6 +265,32 @@ class GPTTwin(TestCase):
         finally:
             os.unlink(f.name)
 
+    @unittest.skipUnless(mt.cuda.is_available(), "needs a usable GPU")
+    def test_example_program_graph_replay_equals_eager(self):
+        """On CUDA the example records its step once and replays it: the same losses as eager steps."""
+        import argparse
+        import tempfile
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "frontends",
+                                        "python", "examples"))
+        import char_gpt
+        rng = random.Random(4)
+        words = ["to", "be", "or", "not", "that", "is"]
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, newline="") as f:
+            f.write("".join(" ".join(rng.choice(words) for _ in range(6)) + ".\n" for _ in range(300)))
+        try:
+            runs = {}
+            for no_graph in (False, True):
+                args = argparse.Namespace(data=f.name, max_chars=0, preset="tiny", steps=12, batch=8, eval_every=6,
+                                          eval_batches=2, seed=1, device="cuda", no_graph=no_graph)
+                lines = []
+                _, _, train_loss, val_loss, _ = char_gpt.train(mt, args, log=lines.append)
+                self.assertIn("step: eager" if no_graph else "step: graph replay", lines[0])
+                runs[no_graph] = (train_loss, val_loss)
+            for got, want in zip(runs[False], runs[True]):
+                self.assertLess(abs(got - want), 1e-6 * abs(want), runs)
+        finally:
+            os.unlink(f.name)
+
 
 if __name__ == "__main__":
     unittest.main()

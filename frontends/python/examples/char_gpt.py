@@ -4,10 +4,13 @@ the same model (minitorch.gpt), batches, optimizer and schedule, written as a Py
     python3 frontends/python/examples/char_gpt.py [--data PATH] [--preset small|large|tiny]
         [--steps 1000] [--batch 32] [--eval-every 100] [--eval-batches 10] [--seed 1]
         [--sample-chars 300] [--temperature 0.8] [--top-k 40] [--prompt TEXT] [--device cpu|cuda]
-        [--torch]
+        [--torch] [--no-graph]
 
 --torch runs the same program on PyTorch instead of minitorch (the module is passed around, not
-imported by name). The corpus is scripts/fetch_data.sh shakespeare's by default.
+imported by name). The corpus is scripts/fetch_data.sh shakespeare's by default. On CUDA, with
+minitorch, the training step (zero_grad, forward, backward, clipping, AdamW) is recorded once into
+a graph (minitorch.cuda.CUDAGraph) and replayed, each batch copied into the recorded input
+tensors; --no-graph runs every step eagerly.
 """
 
 import argparse
@@ -55,18 +58,37 @@ def train(lib, args, log=print):
         x, y = gpt.get_batch(ids, lo, hi, args.seed, stream, step, args.batch, cfg.context)
         return lib.tensor(x, dtype=lib.int64, device=device), lib.tensor(y, dtype=lib.int64, device=device)
 
-    log("%s on %s: %d parameters, %d characters, vocabulary %d, unigram baseline %.4f nats"
+    use_graph = (lib.__name__ == "minitorch" and not getattr(args, "no_graph", False)
+                 and str(device).startswith("cuda"))
+    log("%s on %s: %d parameters, %d characters, vocabulary %d, unigram baseline %.4f nats; step: %s"
         % (lib.__name__, device, sum(p.numel() for p in model.parameters()), len(ids), len(chars),
-           gpt.unigram_entropy(ids, n_train)))
-    start, total, train_loss, val_loss = time.time(), 0.0, float("nan"), float("nan")
-    for s in range(args.steps):
-        for group in opt.param_groups:
-            group["lr"] = gpt.lr_at(s, args.steps)
+           gpt.unigram_entropy(ids, n_train), "graph replay" if use_graph else "eager"))
+    x_in, y_in = batch(0, n_train, gpt.STREAM_TRAIN, 0)  # the step's inputs: each batch is copied in
+
+    def step():
         opt.zero_grad()
-        _, loss = model(*batch(0, n_train, gpt.STREAM_TRAIN, s))
+        _, loss = model(x_in, y_in)
         loss.backward()
         lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return loss
+
+    start, total, train_loss, val_loss = time.time(), 0.0, float("nan"), float("nan")
+    recorded = None
+    for s in range(args.steps):
+        for group in opt.param_groups:
+            group["lr"] = gpt.lr_at(s, args.steps)  # a replay reads it on the device
+        x, y = batch(0, n_train, gpt.STREAM_TRAIN, s)
+        x_in.copy_(x)
+        y_in.copy_(y)
+        if not use_graph or s == 0:  # the first step creates the gradients and the optimizer state
+            loss = step()
+        else:
+            if recorded is None:  # record one step (recorded, not run); every later step replays it
+                recorded = lib.cuda.CUDAGraph()
+                with lib.cuda.graph(recorded):
+                    loss = step()
+            recorded.replay()
         total += loss.item()
         if (s + 1) % args.eval_every == 0 or s + 1 == args.steps:
             train_loss, total = total / ((s % args.eval_every) + 1), 0.0
@@ -94,6 +116,7 @@ def main(argv=None):
     ap.add_argument("--prompt", default="\n")
     ap.add_argument("--device", default=None)
     ap.add_argument("--torch", action="store_true", help="run on PyTorch instead of minitorch")
+    ap.add_argument("--no-graph", action="store_true", help="run every step eagerly on CUDA too")
     args = ap.parse_args(argv)
     if args.torch:
         import torch as lib
