@@ -13,10 +13,13 @@ so no term hides behind a 1 or a 0):
     AdamW steps lowering the loss on a fixed batch.
 """
 
+import argparse
+import contextlib
 import math
 import os
 import random
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -239,19 +242,26 @@ class GPTTwin(TestCase):
         self.assertAlmostEqual(gpt.lr_at(999, 1000), 1e-4)
         self.assertAlmostEqual(gpt.unigram_entropy(bytes([0, 1, 0, 1]), 4), math.log(2))
 
-    def test_example_program(self):
-        """frontends/python/examples/char_gpt.py on a generated corpus of repeated words."""
-        import argparse
-        import tempfile
+    @staticmethod
+    @contextlib.contextmanager
+    def example_run(seed, words, line_end):
+        """The example module (frontends/python/examples/char_gpt.py) and a generated corpus of
+        400 lines of 5 of the words, as (module, path); the file is removed afterwards."""
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "frontends",
                                         "python", "examples"))
         import char_gpt
-        rng = random.Random(3)
-        words = ["the", "king", "my", "lord", "sweet", "love"]
+        rng = random.Random(seed)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, newline="") as f:
-            f.write("".join(" ".join(rng.choice(words) for _ in range(5)) + ".\r\n" for _ in range(400)))
+            f.write("".join(" ".join(rng.choice(words) for _ in range(5)) + "." + line_end for _ in range(400)))
         try:
-            args = argparse.Namespace(data=f.name, max_chars=0, preset="tiny", steps=30, batch=8, eval_every=10,
+            yield char_gpt, f.name
+        finally:
+            os.unlink(f.name)
+
+    def test_example_program(self):
+        """frontends/python/examples/char_gpt.py on a generated corpus of repeated words."""
+        with self.example_run(3, ["the", "king", "my", "lord", "sweet", "love"], "\r\n") as (char_gpt, data):
+            args = argparse.Namespace(data=data, max_chars=0, preset="tiny", steps=30, batch=8, eval_every=10,
                                       eval_batches=2, seed=1, device="cpu")
             lines = []
             model, chars, train_loss, val_loss, dev = char_gpt.train(mt, args, log=lines.append)
@@ -262,25 +272,14 @@ class GPTTwin(TestCase):
             text = char_gpt.sample(mt, model, chars, "the ", 25, 0.8, 5, 1, dev)
             self.assertTrue(text.startswith("the ") and len(text) == 29, repr(text))
             self.assertTrue(set(text.encode()) <= set(chars))
-        finally:
-            os.unlink(f.name)
 
     @unittest.skipUnless(mt.cuda.is_available(), "needs a usable GPU")
     def test_example_program_graph_replay_equals_eager(self):
         """On CUDA the example records its step once and replays it: the same losses as eager steps."""
-        import argparse
-        import tempfile
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "frontends",
-                                        "python", "examples"))
-        import char_gpt
-        rng = random.Random(4)
-        words = ["to", "be", "or", "not", "that", "is"]
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, newline="") as f:
-            f.write("".join(" ".join(rng.choice(words) for _ in range(6)) + ".\n" for _ in range(300)))
-        try:
+        with self.example_run(4, ["to", "be", "or", "not", "that", "is"], "\n") as (char_gpt, data):
             runs = {}
             for no_graph in (False, True):
-                args = argparse.Namespace(data=f.name, max_chars=0, preset="tiny", steps=12, batch=8, eval_every=6,
+                args = argparse.Namespace(data=data, max_chars=0, preset="tiny", steps=12, batch=8, eval_every=6,
                                           eval_batches=2, seed=1, device="cuda", no_graph=no_graph)
                 lines = []
                 _, _, train_loss, val_loss, _ = char_gpt.train(mt, args, log=lines.append)
@@ -288,9 +287,6 @@ class GPTTwin(TestCase):
                 runs[no_graph] = (train_loss, val_loss)
             for got, want in zip(runs[False], runs[True]):
                 self.assertLess(abs(got - want), 1e-6 * abs(want), runs)
-        finally:
-            os.unlink(f.name)
-
 
 if __name__ == "__main__":
     unittest.main()
