@@ -389,18 +389,6 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
   MT_CUDA_CHECK_LAUNCH("bias_act backward (dbias)");
 }
 
-// fn(std::integral_constant<int, pl>) for pl in {1, 2, 4, 8}.
-template <class Fn>
-void with_packs_per_lane(int pl, Fn &&fn) {
-  switch (pl) {
-    case 1: fn(std::integral_constant<int, 1>{}); return;
-    case 2: fn(std::integral_constant<int, 2>{}); return;
-    case 4: fn(std::integral_constant<int, 4>{}); return;
-    case 8: fn(std::integral_constant<int, 8>{}); return;
-  }
-  MT_ASSERT(!"packs per lane out of range");
-}
-
 template <class T>
 void add_layer_norm_t(Context &c, T *s, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *res,
                       const T *gamma, const T *beta, int64_t rows, int64_t d, double eps) {
@@ -412,7 +400,7 @@ void add_layer_norm_t(Context &c, T *s, T *y, Compute<T> *mean, Compute<T> *rstd
   if (cached && packs <= 32 * kMaxPacksPerLane) {  // a warp per row
     const int pl = next_pow2((packs + 31) / 32);
     const int64_t per_block = kFusionThreads / 32;
-    with_packs_per_lane(pl, [&](auto k) {
+    dispatch_pl<8>(pl, [&](auto k) {
       add_ln_cached_kernel<T, decltype(k)::value, false>
           <<<clamp_grid((rows + per_block - 1) / per_block), kFusionThreads, 0, c.stream>>>(
               s, y, mean, rstd, x, res, gamma, beta, rows, d, (A)eps);
@@ -421,7 +409,7 @@ void add_layer_norm_t(Context &c, T *s, T *y, Compute<T> *mean, Compute<T> *rstd
     int pl = 1;
     while ((packs + pl - 1) / pl > kRowBlockThreads) pl <<= 1;
     const int threads = (int)(((packs + pl - 1) / pl + 31) / 32 * 32);
-    with_packs_per_lane(pl, [&](auto k) {
+    dispatch_pl<8>(pl, [&](auto k) {
       add_ln_cached_kernel<T, decltype(k)::value, true><<<clamp_grid(rows), threads, 0, c.stream>>>(
           s, y, mean, rstd, x, res, gamma, beta, rows, d, (A)eps);
     });

@@ -813,18 +813,16 @@ void causal_softmax(Context &c, void *y, const void *x, int64_t rows, int64_t co
     using T = typename decltype(tag)::type;
     T *yt = static_cast<T *>(y);
     const T *xt = static_cast<const T *>(x);
-    const int64_t per_block = kRowThreads / 32;
-    const unsigned grid = grid_of((rows + per_block - 1) / per_block);
+    const int64_t per_block = kRowThreads / 32, blocks = (rows + per_block - 1) / per_block;
+    const unsigned grid = grid_of(blocks);
     constexpr int N = Pack<T>::N;
     const bool vec = cols % N == 0 && is_aligned16(x) && is_aligned16(y);
     const int64_t packs_per_lane = (cols / N + 31) / 32;
-    if (vec && packs_per_lane <= 8 && (rows + per_block - 1) / per_block <= INT_MAX) {  // the row in registers
-      const unsigned cgrid = grid_of((rows + per_block - 1) / per_block);
-      auto go = [&](auto kernel) { kernel<<<cgrid, kRowThreads, 0, c.stream>>>(yt, xt, rows, cols, t, offset); };
-      if (packs_per_lane <= 1) go(causal_softmax_cached_kernel<T, 1>);
-      else if (packs_per_lane <= 2) go(causal_softmax_cached_kernel<T, 2>);
-      else if (packs_per_lane <= 4) go(causal_softmax_cached_kernel<T, 4>);
-      else go(causal_softmax_cached_kernel<T, 8>);
+    if (vec && packs_per_lane <= 8 && blocks <= INT_MAX) {  // the row in registers (a warp per row, no grid stride)
+      dispatch_pl<8>(next_pow2(packs_per_lane), [&](auto pl) {
+        causal_softmax_cached_kernel<T, decltype(pl)::value>
+            <<<grid, kRowThreads, 0, c.stream>>>(yt, xt, rows, cols, t, offset);
+      });
     } else if (vec)
       causal_softmax_kernel<T, true><<<grid, kRowThreads, 0, c.stream>>>(yt, xt, rows, cols, t, offset);
     else
