@@ -21,19 +21,6 @@ void launch(Context &c, const FwdParams &p, int64_t bh) {
   MT_CUDA_CHECK_LAUNCH("flash_attention (wgmma)");
 }
 
-template <class T, int D>
-void run_d(Context &c, const FwdParams &p, int64_t bh, int config) {
-#define MT_X(i, bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg) \
-  case i: launch<T, D, bc, nwg>(c, p, bh); return;
-  if constexpr (D == 64) {
-    switch (config) { MT_FA_WGMMA_D64(MT_X) }
-  } else {
-    switch (config) { MT_FA_WGMMA_D128(MT_X) }
-  }
-#undef MT_X
-  MT_ASSERT(false);
-}
-
 }  // namespace
 
 bool wgmma_available() {
@@ -49,9 +36,10 @@ bool wgmma_available() {
 
 void run_forward_wgmma(Context &c, const FwdParams &p, int64_t bh, int d, DType dtype, int config) {
   MT_CHECK(wgmma_available(), UNSUPPORTED, "cuda flash_attention: the wgmma kernels need a compute capability 9.0 device");
-  const bool bf = dtype == DType::BF16;
-  if (d == 64) bf ? run_d<__nv_bfloat16, 64>(c, p, bh, config) : run_d<__half, 64>(c, p, bh, config);
-  else bf ? run_d<__nv_bfloat16, 128>(c, p, bh, config) : run_d<__half, 128>(c, p, bh, config);
+  dispatch_wgmma(d, dtype, config, [&](auto t, auto dd, auto row) {
+    using R = decltype(row);
+    launch<typename decltype(t)::type, decltype(dd)::value, R::bc, R::nwg>(c, p, bh);
+  });
 }
 
 }  // namespace fa
