@@ -220,11 +220,9 @@ MT_API mt_status mt_tensor_arange(mt_tensor **out, double start, double end, dou
     double count = std::ceil((end - start) / step);
     int64_t n = count > 0 ? (int64_t)count : 0;
     DType dt = dtype_arg(dtype);
-    std::vector<double> v((size_t)n);
-    for (int64_t i = 0; i < n; i++) v[(size_t)i] = start + (double)i * step;
-    Ref host = ops::from_host(v.data(), {n}, DType::F64, Device::CPU);
-    Ref conv = ops::cast(host, dt);
-    return ops::to_device(conv, device_arg(device));
+    Ref t = ops::empty({n}, dt, device_arg(device));
+    if (n) t->backend().arange(t->data(), n, dt, start, step);
+    return t;
   });
 }
 

@@ -148,6 +148,9 @@ class Backend {
 
   // out[i] = value for n elements of dtype (any dtype; value converted as a C cast).
   virtual void fill(void *out, int64_t n, DType dtype, double value) = 0;
+  // out[i] = start + i * step, computed in double and converted as fill converts (any dtype).
+  // Queued like a kernel: no copy from the host, so it may be recorded into a graph.
+  virtual void arange(void *out, int64_t n, DType dtype, double start, double step);
   // out[i] = f(x[i]) for n elements (F32/F64; F16/BF16 where the backend has them).
   virtual void unary(Unary op, void *out, const void *x, int64_t n, DType dtype, double s) = 0;
   // out[i] = f(a[..], b[..]) under plan (F32/F64).

@@ -73,6 +73,7 @@ const char *device_name_short(Device d) { return d == Device::CUDA ? "cuda" : "c
 // ---- defaults of the classification family: not on this device (yet)
 #define MT_UNSUPPORTED(what) \
   fail(Code::UNSUPPORTED, "%s is not implemented on the %s backend", what, device_name_short(device()))
+void Backend::arange(void *, int64_t, DType, double, double) { MT_UNSUPPORTED("arange"); }
 void Backend::softmax(void *, const void *, int64_t, int64_t, DType, bool) { MT_UNSUPPORTED("softmax"); }
 void Backend::softmax_backward(void *, const void *, const void *, int64_t, int64_t, DType, bool) {
   MT_UNSUPPORTED("softmax backward");

@@ -302,6 +302,9 @@ class CpuBackend final : public Backend {
   void fill(void *out, int64_t n, DType d, double v) override {
     for (int64_t i = 0; i < n; i++) store_from_double(out, d, i, v);
   }
+  void arange(void *out, int64_t n, DType d, double start, double step) override {
+    for (int64_t i = 0; i < n; i++) store_from_double(out, d, i, start + (double)i * step);
+  }
   void unary(Unary op, void *out, const void *x, int64_t n, DType d, double s) override {
     require_float(d, "unary op");
     if (d == DType::F32) unary_loop<float>(op, (float *)out, (const float *)x, n, s);

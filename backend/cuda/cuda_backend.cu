@@ -71,6 +71,9 @@ class CudaBackend final : public Backend {
   void fill(void *out, int64_t n, DType dtype, double value) override {
     cuda::launch_fill(out, n, dtype, value);
   }
+  void arange(void *out, int64_t n, DType dtype, double start, double step) override {
+    cuda::launch_arange(out, n, dtype, start, step);
+  }
   void unary(Unary op, void *out, const void *x, int64_t n, DType dtype, double s) override {
     cuda::launch_unary(op, out, x, n, dtype, s);
   }

@@ -1,6 +1,7 @@
 // elementwise.cu - fill, unary and broadcast binary kernels.
 //
 //   fill:   out[i] = (T)value                         out (n)
+//   arange: out[i] = (T)(start + i * step)            out (n)
 //   unary:  out[i] = f(x[i])                          out, x (n)
 //   binary: out[i] = f(a[ia(i)], b[ib(i)])            out (plan.numel), a, b broadcast
 //
@@ -114,6 +115,13 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(T *out, int64_t n, doubl
   } else {
     for (int64_t i = tid; i < n; i += stride) out[i] = v;
   }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) arange_kernel(T *out, int64_t n, double start, double step) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = convert<T>(start + (double)i * step);
 }
 
 // out[i] = fn(a[i]) (ARITY 1) or fn(a[i], b[i]) (ARITY 2) over n flat elements. With VEC
@@ -357,6 +365,21 @@ void launch_fill(void *out, int64_t n, DType dtype, double value) {
       kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>(o, n, value);
     }
     MT_CUDA_CHECK_LAUNCH("fill");
+  });
+}
+
+void launch_arange(void *out, int64_t n, DType dtype, double start, double step) {
+  NvtxRange range("arange");
+  MT_CHECK(n >= 0, INVALID_ARGUMENT, "cuda arange: negative element count %lld", (long long)n);
+  if (n == 0) return;
+  MT_CHECK(out != nullptr, INVALID_ARGUMENT, "cuda arange: out is null for %lld elements", (long long)n);
+  Context &c = context();
+  dispatch_any(dtype, "arange", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr auto kernel = arange_kernel<T>;
+    kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>(static_cast<T *>(out), n,
+                                                                                             start, step);
+    MT_CUDA_CHECK_LAUNCH("arange");
   });
 }
 

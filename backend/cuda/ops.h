@@ -4,7 +4,7 @@
 // returns without synchronizing; arguments and semantics are those of the matching
 // Backend method in backend/backend.h.
 //
-// defines: launch_fill, launch_unary, launch_binary, launch_sum_reduce,
+// defines: launch_fill, launch_arange, launch_unary, launch_binary, launch_sum_reduce,
 //          launch_squared_diff_sum, launch_matmul, launch_permute, launch_cast,
 //          launch_sgd_step
 #pragma once
@@ -18,6 +18,7 @@ namespace cuda {
 
 // elementwise.cu
 void launch_fill(void *out, int64_t n, DType dtype, double value);
+void launch_arange(void *out, int64_t n, DType dtype, double start, double step);
 void launch_fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed);
 void launch_unary(Unary op, void *out, const void *x, int64_t n, DType dtype, double s);
 void launch_binary(Binary op, void *out, const void *a, const void *b, const BroadcastPlan &plan,

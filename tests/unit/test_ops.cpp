@@ -172,6 +172,17 @@ TEST_CASE("factories, casts and device copies") {
   CHECK(values(f) == Vec(6, -2.5));
   MT_OK_OR_FAIL(mt_tensor_arange(ar.out(), 1, 2, 0.25, MT_F64, dev()));
   CHECK(values(ar) == Vec{1, 1.25, 1.5, 1.75});
+  {  // other dtypes convert start + i * step as a C cast: integers truncate toward zero
+    H ai, af;
+    MT_OK_OR_FAIL(mt_tensor_arange(ai.out(), 5, -3, -2.5, MT_I64, dev()));
+    int64_t iv[4] = {0, 0, 0, 0};
+    MT_OK_OR_FAIL(mt_tensor_copy_to_host(ai, iv, sizeof iv));
+    CHECK(std::vector<int64_t>(iv, iv + 4) == std::vector<int64_t>{5, 2, 0, -2});
+    MT_OK_OR_FAIL(mt_tensor_arange(af.out(), -7, 1000, 0.3, MT_F32, dev()));
+    Vec v = values(af);
+    REQUIRE(v.size() == 3357);  // ceil(1007 / 0.3)
+    for (size_t i = 0; i < v.size(); i++) CHECK(v[i] == (double)(float)(-7 + (double)i * 0.3));
+  }
   // The same seed gives the same draws; different seeds differ; values in range.
   const int64_t big[1] = {20000};
   MT_OK_OR_FAIL(mt_tensor_rand(r1.out(), big, 1, 42, MT_F64, dev()));
