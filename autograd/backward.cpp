@@ -8,6 +8,8 @@
 
 namespace mt {
 
+bool rule_takes_unit_seed(Op op) { return op == Op::MSE_LOSS || op == Op::CROSS_ENTROPY || op == Op::NLL_LOSS; }
+
 void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
   using namespace ops;
   const std::vector<Ref> &in = node.in;
@@ -51,8 +53,13 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
     }
     case Op::LINEAR:  // y = x W^T + b
       if (need(0)) grads[0] = matmul2d(g, false, in[1], false);
-      if (need(1)) grads[1] = matmul2d(g, true, in[0], false);
-      if (need(2)) grads[2] = sum_to_shape(g, in[2]->shape);
+      if (need(1) && need(2)) {  // db = the row sums of g^T, beside dW = g^T x (one launch for tiny layers)
+        grads[2] = empty(in[2]->shape, g->dtype, g->device);
+        grads[1] = matmul2d_extras(g, true, in[0], false, Ref(), grads[2]);
+      } else {
+        if (need(1)) grads[1] = matmul2d(g, true, in[0], false);
+        if (need(2)) grads[2] = sum_to_shape(g, in[2]->shape);
+      }
       break;
     case Op::ADD_SCALAR:
       if (need(0)) grads[0] = g;
@@ -104,7 +111,7 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       if (need(0)) grads[0] = empty(p->shape, p->dtype, p->device);
       if (need(1)) grads[1] = empty(t->shape, t->dtype, t->device);
       p->backend().mse_backward(grads[0] ? grads[0]->data() : nullptr, grads[1] ? grads[1]->data() : nullptr, p->data(),
-                                t->data(), g->data(), p->numel(), p->dtype, 2.0 / (double)p->numel());
+                                t->data(), g ? g->data() : nullptr, p->numel(), p->dtype, 2.0 / (double)p->numel());
       break;
     }
     case Op::RESHAPE:
@@ -144,7 +151,7 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       if (!need(0)) break;
       const Ref &x = in[0], &t = in[1], &lse = node.saved[0];
       Ref dx = empty(x->shape, x->dtype, x->device);
-      x->backend().cross_entropy_backward(dx->data(), x->data(), lse->data(), (const int64_t *)t->data(), g->data(),
+      x->backend().cross_entropy_backward(dx->data(), x->data(), lse->data(), (const int64_t *)t->data(), g ? g->data() : nullptr,
                                           x->shape[0], x->shape[1], x->dtype, 1.0 / (double)x->shape[0]);
       grads[0] = dx;
       break;
@@ -153,7 +160,7 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       if (!need(0)) break;
       const Ref &x = in[0], &t = in[1];
       Ref dx = empty(x->shape, x->dtype, x->device);
-      x->backend().nll_loss_backward(dx->data(), (const int64_t *)t->data(), g->data(), x->shape[0], x->shape[1],
+      x->backend().nll_loss_backward(dx->data(), (const int64_t *)t->data(), g ? g->data() : nullptr, x->shape[0], x->shape[1],
                                      x->dtype, 1.0 / (double)x->shape[0]);
       grads[0] = dx;
       break;

@@ -273,7 +273,8 @@ Ref mse_loss(const Ref &pred, const Ref &target) {
 namespace {
 // out[batch] = op(A[batch]) @ op(B[batch]); stride 0 broadcasts an operand.
 void gemm(const Ref &out, const Ref &a, bool ta, const Ref &b, bool tb, int64_t batch, int64_t m, int64_t n,
-          int64_t k, int64_t sa, int64_t sb, double beta = 0.0, double alpha = 1.0) {
+          int64_t k, int64_t sa, int64_t sb, double beta = 0.0, double alpha = 1.0, const Ref &bias = Ref(),
+          const Ref &a_sums = Ref()) {
   MatmulArgs g;
   g.c = out->data();
   g.a = a->data();
@@ -291,16 +292,20 @@ void gemm(const Ref &out, const Ref &a, bool ta, const Ref &b, bool tb, int64_t 
   g.stride_c = m * n;
   g.dtype = a->dtype;
   g.allow_tf32 = g_allow_tf32.load(std::memory_order_relaxed);
-  if (batch * m * n == 0) return;
-  if (k == 0) {  // an empty sum: zeros
-    out->backend().fill(out->data(), batch * m * n, out->dtype, 0.0);
+  g.bias = bias ? bias->data() : nullptr;
+  g.a_sums = a_sums ? a_sums->data() : nullptr;
+  if (k == 0 || batch * m * n == 0) {  // an empty product (zeros), then the extras on their own
+    if (batch * m * n > 0) out->backend().fill(out->data(), batch * m * n, out->dtype, 0.0);
+    matmul_extras(a->backend(), g);
     return;
   }
   a->backend().matmul(g);
 }
 }  // namespace
 
-Ref matmul2d(const Ref &a, bool ta, const Ref &b, bool tb) {
+Ref matmul2d(const Ref &a, bool ta, const Ref &b, bool tb) { return matmul2d_extras(a, ta, b, tb, Ref(), Ref()); }
+
+Ref matmul2d_extras(const Ref &a, bool ta, const Ref &b, bool tb, const Ref &bias, const Ref &a_sums) {
   check_pair(a, b, "a", "b");
   MT_ASSERT(a->ndim() >= 1 && b->ndim() >= 1);
   // Both operands are viewed as 2-D: leading dims flattened into rows.
@@ -312,8 +317,10 @@ Ref matmul2d(const Ref &a, bool ta, const Ref &b, bool tb) {
   Shape shape;
   if (ta) shape = {m, n};
   else { shape.assign(a->shape.begin(), a->shape.end() - 1); shape.push_back(n); }
+  MT_ASSERT(!bias || (bias->numel() == n && bias->dtype == a->dtype));
+  MT_ASSERT(!a_sums || (a_sums->numel() == m && a_sums->dtype == a->dtype));
   Ref out = empty(shape, a->dtype, a->device);
-  gemm(out, a, ta, b, tb, 1, m, n, k, 0, 0);
+  gemm(out, a, ta, b, tb, 1, m, n, k, 0, 0, 0.0, 1.0, bias, a_sums);
   return out;
 }
 
@@ -382,11 +389,7 @@ Ref linear(const Ref &x, const Ref &w, const Ref &bias) {
     MT_CHECK(bias->ndim() == 1 && bias->shape[0] == w->shape[0], SHAPE, "bias must be [%lld], got %s",
              (long long)w->shape[0], shape_str(bias->shape).c_str());
   }
-  Ref out = matmul2d(x, false, w, true);
-  if (bias) {
-    BroadcastPlan plan = make_broadcast_plan(out->shape, out->shape, bias->shape);
-    out->backend().binary(Binary::ADD, out->data(), out->data(), bias->data(), plan, out->dtype);
-  }
+  Ref out = matmul2d_extras(x, false, w, true, bias, Ref());
   return record(Op::LINEAR, out, {x, w, bias});
 }
 

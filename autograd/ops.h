@@ -63,6 +63,9 @@ void backward(const Ref &loss);
 // Computes the gradients of node's inputs from g, the gradient of its output.
 // grads[i] is left null for inputs that need none. Defined in backward.cpp.
 void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads);
+// Whether op's rule accepts a null g meaning a gradient of 1 (the fused losses: mse_loss,
+// cross_entropy, nll_loss), so that the walk need not write the seed when op made the loss.
+bool rule_takes_unit_seed(Op op);
 // The rules of the op families that live in their own files, called by backward_rule.
 void backward_cnn(const Node &node, const Ref &g, std::vector<Ref> &grads);        // ops_cnn.cpp
 void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads);      // ops_fused.cpp
@@ -132,6 +135,10 @@ Ref sum_to_shape(const Ref &g, const Shape &shape);  // sums broadcast dims away
 Ref expand(const Ref &g, const Shape &shape);        // broadcasts g to shape
 // C = op(A) @ op(B) over 2-D matrices (or flattened leading dims), no recording.
 Ref matmul2d(const Ref &a, bool trans_a, const Ref &b, bool trans_b);
+// matmul2d with MatmulArgs' extras (backend.h), non-recording: bias (or null) [n] added to every
+// row of the product; a_sums (or null, a tensor of op(a)'s row count) written with the sums of
+// op(a)'s rows. The backend may fuse them into the product (CUDA does for tiny products).
+Ref matmul2d_extras(const Ref &a, bool trans_a, const Ref &b, bool trans_b, const Ref &bias, const Ref &a_sums);
 // C[...] = alpha * op(A[...]) @ op(B[...]) over the batch dims of a and b (one of them may be
 // 2-D: it is then shared by every batch), no recording and no transpose materialized.
 Ref bmm(const Ref &a, bool trans_a, const Ref &b, bool trans_b, double alpha = 1.0);

@@ -83,7 +83,19 @@ struct MatmulArgs {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   DType dtype = DType::F32;
   bool allow_tf32 = false;
+  // Optional extras of a single product (batch 1), each ignored when null:
+  //   bias [n]:   C[i, j] += bias[j] after alpha * op(A) @ op(B) + beta * C (a linear layer);
+  //   a_sums [m]: written, a_sums[i] = sum over p of op(A)[i, p] (the bias gradient beside
+  //               the weight gradient dW = dY^T X, where op(A) = dY^T).
+  // A backend may fuse them into the product; matmul_extras below does them after it.
+  const void *bias = nullptr;
+  void *a_sums = nullptr;
 };
+
+class Backend;
+// The extras of args (bias, a_sums) as separate passes on b after the product was written:
+// a broadcast ADD of the bias over C's rows, and a sum_reduce of A over p.
+void matmul_extras(Backend &b, const MatmulArgs &args);
 
 // One SGD update over many parameters, torch.optim.SGD semantics:
 //   g = grad + weight_decay * p
@@ -193,6 +205,8 @@ class Backend {
   virtual void cross_entropy(void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
                              int64_t cols, DType dtype, double scale);
   // dlogits (written) = scale * dloss * (softmax(x) - onehot(t)), dloss one element on the device.
+  // In the loss backwards (cross_entropy, nll_loss, mse) a null dloss stands for 1: the loss was
+  // the root of the backward walk, whose seed gradient is then never written.
   virtual void cross_entropy_backward(void *dlogits, const void *logits, const void *lse, const int64_t *targets,
                                       const void *dloss, int64_t rows, int64_t cols, DType dtype, double scale);
   // loss (one element) = -scale * sum_r lp[r, t_r].
@@ -221,7 +235,7 @@ class Backend {
   // ---- fused MSE backward (backend/cpu/mse.cpp, backend/cuda/mse.cu); default in common.cpp
   // d = ((pred[i] - target[i]) * dloss) * scale, rounded to dtype after each step (the bits of
   // the SUB, MUL and MUL_SCALAR it fuses): dpred[i] = d, dtarget[i] = -d (each written; either
-  // may be null). dloss is one element on the device; n elements of a floating dtype.
+  // may be null). dloss is one element on the device (null: 1); n elements of a floating dtype.
   virtual void mse_backward(void *dpred, void *dtarget, const void *pred, const void *target, const void *dloss,
                             int64_t n, DType dtype, double scale);
   // ---- end fused MSE backward

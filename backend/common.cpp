@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend.h"
+#include "shape.h"
 
 namespace mt {
 
@@ -69,6 +70,21 @@ bool dtype_is_float(DType d) {
 }
 
 const char *device_name_short(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
+
+void matmul_extras(Backend &be, const MatmulArgs &g) {
+  if (!g.bias && !g.a_sums) return;
+  MT_CHECK(g.batch == 1, INVALID_ARGUMENT, "matmul: bias and a_sums need batch 1, got batch %lld",
+           (long long)g.batch);
+  if (g.bias && g.m * g.n > 0) {
+    const Shape out{g.m, g.n}, bias{g.n};
+    be.binary(Binary::ADD, g.c, g.c, g.bias, make_broadcast_plan(out, out, bias), g.dtype);
+  }
+  if (g.a_sums && g.m > 0) {
+    if (g.k == 0) be.fill(g.a_sums, g.m, g.dtype, 0.0);
+    else if (g.trans_a) be.sum_reduce(g.a_sums, g.a, 1, g.k, g.m, g.dtype, 1.0, 0.0);  // A stored [k, m]
+    else be.sum_reduce(g.a_sums, g.a, g.m, g.k, 1, g.dtype, 1.0, 0.0);                 // A stored [m, k]
+  }
+}
 
 // ---- defaults of the classification family: not on this device (yet)
 #define MT_UNSUPPORTED(what) \

@@ -77,7 +77,7 @@ void cross_entropy_t(T *loss, T *lse, const T *x, const int64_t *t, int64_t rows
 template <typename T>
 void cross_entropy_backward_t(T *dx, const T *x, const T *lse, const int64_t *t, const T *dloss, int64_t rows,
                               int64_t cols, double scale) {
-  double g = (double)dloss[0] * scale;
+  double g = (dloss ? (double)dloss[0] : 1.0) * scale;
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) {
       double p = std::exp((double)x[r * cols + c] - (double)lse[r]);
@@ -170,7 +170,7 @@ void nll_loss(void *loss, const void *lp, const int64_t *t, int64_t rows, int64_
 void nll_loss_backward(void *dlp, const int64_t *t, const void *dloss, int64_t rows, int64_t cols, DType d,
                        double scale) {
   require_float(d, "nll_loss backward");
-  double g = d == DType::F32 ? (double)*(const float *)dloss : *(const double *)dloss;
+  double g = !dloss ? 1.0 : d == DType::F32 ? (double)*(const float *)dloss : *(const double *)dloss;
   for (int64_t i = 0; i < rows * cols; i++) {
     int64_t r = i / cols, c = i % cols;
     double v = c == t[r] ? -g * scale : 0.0;

@@ -334,6 +334,7 @@ class CpuBackend final : public Backend {
     require_float(g.dtype, "matmul");
     if (g.dtype == DType::F32) matmul_loop<float>(g);
     else matmul_loop<double>(g);
+    matmul_extras(*this, g);
   }
   void permute(void *out, const void *x, const int64_t *shape, const int64_t *perm, int ndim, DType d) override {
     permute_bytes((char *)out, (const char *)x, shape, perm, ndim, dtype_size(d));

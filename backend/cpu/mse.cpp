@@ -12,7 +12,7 @@ namespace {
 
 template <class T>
 void mse_backward_loop(T *dpred, T *dtarget, const T *pred, const T *target, const T *dloss, int64_t n, T scale) {
-  const T g = *dloss;
+  const T g = dloss ? *dloss : T(1);  // null: the loss is the root (d loss = 1)
   for (int64_t i = 0; i < n; i++) {
     T d = pred[i] - target[i];
     d = d * g;
@@ -28,8 +28,7 @@ void mse_backward(void *dpred, void *dtarget, const void *pred, const void *targ
                   DType dtype, double scale) {
   MT_CHECK(n >= 0, INVALID_ARGUMENT, "cpu mse_backward: negative element count %lld", (long long)n);
   if (n == 0 || (!dpred && !dtarget)) return;
-  MT_CHECK(pred && target && dloss, INVALID_ARGUMENT, "cpu mse_backward: null input (pred=%p, target=%p, dloss=%p)",
-           pred, target, dloss);
+  MT_CHECK(pred && target, INVALID_ARGUMENT, "cpu mse_backward: null input (pred=%p, target=%p)", pred, target);
   switch (dtype) {
     case DType::F32:
       mse_backward_loop((float *)dpred, (float *)dtarget, (const float *)pred, (const float *)target,

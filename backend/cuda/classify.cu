@@ -195,14 +195,14 @@ __device__ __forceinline__ void row_col(int64_t u, int64_t units_per_row, const 
 }
 
 // CE: dx = g * (exp(x - lse_r) - [c == t_r]);  NLL (CE false): dx = -g at [r, t_r], else 0;
-// g = scale * dloss[0]. VEC: W = N elements per unit (cols % N == 0, x and dx 16-byte aligned).
+// g = scale * dloss[0] (scale when dloss is null). VEC: W = N elements per unit (cols % N == 0, x and dx 16-byte aligned).
 template <class T, bool CE, bool VEC, bool FAST>
 __global__ void __launch_bounds__(kThreads) ce_backward_kernel(T *dx, const T *x, const T *lse, const int64_t *t,
                                                                const T *dloss, int64_t rows, int64_t cols,
                                                                double scale, FastDivmod fd) {
   using A = Compute<T>;
   constexpr int W = VEC ? Pack<T>::N : 1;
-  const A g = (A)((double)to_compute(dloss[0]) * scale);
+  const A g = (A)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
   const int64_t upr = cols / W, units = rows * upr;
   for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < units; u += (int64_t)gridDim.x * blockDim.x) {
     int64_t r, cu;
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, c
                                                                         int64_t units, double scale, FastDivmod fd) {
   using A = Compute<T>;
   constexpr int W = Pack<T>::N;
-  const A g = (A)((double)to_compute(dloss[0]) * scale);
+  const A g = (A)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
   const int64_t base = (int64_t)blockIdx.x * kThreads * UNROLL + threadIdx.x;
   Pack<T> v[UNROLL];
 #pragma unroll
@@ -625,7 +625,7 @@ void cross_entropy_backward(Context &c, void *dlogits, const void *logits, const
   NvtxRange range("cross_entropy_backward");
   check_sizes("cross_entropy backward", {rows, cols});
   if (rows == 0 || cols == 0) return;
-  MT_CHECK(dlogits && logits && lse && targets && dloss, INVALID_ARGUMENT,
+  MT_CHECK(dlogits && logits && lse && targets, INVALID_ARGUMENT,
            "cuda cross_entropy backward: null buffer (dlogits=%p, logits=%p, lse=%p, targets=%p, dloss=%p)", dlogits,
            logits, lse, (const void *)targets, dloss);
   ce_nll_backward<true>(c, "cross_entropy backward", dlogits, logits, lse, targets, dloss, rows, cols, dtype, scale);
@@ -650,7 +650,7 @@ void nll_loss_backward(Context &c, void *dlp, const int64_t *targets, const void
   NvtxRange range("nll_loss_backward");
   check_sizes("nll_loss backward", {rows, cols});
   if (rows == 0 || cols == 0) return;
-  MT_CHECK(dlp && targets && dloss, INVALID_ARGUMENT, "cuda nll_loss backward: null buffer (dlp=%p, targets=%p, dloss=%p)",
+  MT_CHECK(dlp && targets, INVALID_ARGUMENT, "cuda nll_loss backward: null buffer (dlp=%p, targets=%p, dloss=%p)",
            dlp, (const void *)targets, dloss);
   ce_nll_backward<false>(c, "nll_loss backward", dlp, nullptr, nullptr, targets, dloss, rows, cols, dtype, scale);
 }

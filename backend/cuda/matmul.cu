@@ -17,11 +17,20 @@
 // Compute types: F32 -> CUBLAS_COMPUTE_32F (CUBLAS_COMPUTE_32F_FAST_TF32 when allow_tf32),
 // F64 -> 64F, F16/BF16 -> 32F accumulation; alpha and beta are passed in the compute type.
 // k == 0 is done here (C = beta * C, or 0) rather than trusting every cuBLAS path with it.
+//
+// Tiny products (k <= 64 and at most 16384 outputs in all: an XOR or small-MLP layer) skip
+// cuBLAS for tiny_gemm_kernel, a thread per output, which also adds the bias and writes
+// a_sums (MatmulArgs' extras) in the same launch. Such a layer is all launch latency: inside
+// a recorded training step each launch is a graph node of ~1.5-2 us, and the linear layer's
+// forward (product and bias) and its weight and bias gradients each become one node instead
+// of two. Larger products take cuBLAS and do the extras as separate passes.
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/shape.h"
 
 namespace mt {
 namespace cuda {
@@ -45,6 +54,89 @@ __global__ void __launch_bounds__(kThreads) scale_batches_kernel(T *c, int64_t b
 
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
+constexpr int64_t kTinyK = 64, kTinyOutputs = 16384;
+
+bool is_tiny(const MatmulArgs &g) { return g.k <= kTinyK && g.batch * g.m * g.n <= kTinyOutputs; }
+
+template <class T>
+struct TinyGemm {
+  T *c;
+  const T *a, *b, *bias;
+  T *a_sums;
+  int64_t m, n, k;
+  int64_t a_rs, a_cs, b_rs, b_cs;  // op(A)[i, p] = a[i * a_rs + p * a_cs], op(B)[p, j] = b[p * b_rs + j * b_cs]
+  int64_t stride_a, stride_b, stride_c;
+  Compute<T> alpha, beta;
+};
+
+// Block (x, batch): threads over the m * n outputs of one batch, each a dot product of length
+// k accumulated in Compute<T> (float for float32/16-bit types, double for float64), then
+// alpha, beta * C, and the bias. The first batch's threads also walk i < m for a_sums.
+template <class T>
+__global__ void __launch_bounds__(kThreads) tiny_gemm_kernel(TinyGemm<T> g) {
+  using C = Compute<T>;
+  const int64_t bi = blockIdx.y;
+  const T *a = g.a + bi * g.stride_a, *b = g.b + bi * g.stride_b;
+  T *c = g.c + bi * g.stride_c;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int64_t idx = t0; idx < g.m * g.n; idx += stride) {
+    const int64_t i = idx / g.n, j = idx - i * g.n;
+    C acc = C(0);
+    for (int64_t p = 0; p < g.k; p++) acc += to_compute(a[i * g.a_rs + p * g.a_cs]) * to_compute(b[p * g.b_rs + j * g.b_cs]);
+    C v = g.alpha * acc;
+    if (g.beta != C(0)) v += g.beta * to_compute(c[idx]);
+    if (g.bias) v = to_compute(from_compute<T>(v)) + to_compute(g.bias[j]);
+    c[idx] = from_compute<T>(v);
+  }
+  if (g.a_sums && bi == 0) {
+    for (int64_t i = t0; i < g.m; i += stride) {
+      C s = C(0);
+      for (int64_t p = 0; p < g.k; p++) s += to_compute(a[i * g.a_rs + p * g.a_cs]);
+      g.a_sums[i] = from_compute<T>(s);
+    }
+  }
+}
+
+void launch_tiny(Context &c, const MatmulArgs &g) {
+  dispatch_float(g.dtype, "matmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    TinyGemm<T> t;
+    t.c = static_cast<T *>(g.c);
+    t.a = static_cast<const T *>(g.a);
+    t.b = static_cast<const T *>(g.b);
+    t.bias = static_cast<const T *>(g.bias);
+    t.a_sums = static_cast<T *>(g.a_sums);
+    t.m = g.m;
+    t.n = g.n;
+    t.k = g.k;
+    t.a_rs = g.trans_a ? 1 : g.k;
+    t.a_cs = g.trans_a ? g.m : 1;
+    t.b_rs = g.trans_b ? 1 : g.n;
+    t.b_cs = g.trans_b ? g.k : 1;
+    t.stride_a = g.stride_a;
+    t.stride_b = g.stride_b;
+    t.stride_c = g.stride_c;
+    t.alpha = (Compute<T>)g.alpha;
+    t.beta = (Compute<T>)g.beta;
+    const int64_t outputs = std::max(g.m * g.n, g.a_sums ? g.m : 0);
+    const dim3 grid((unsigned)((outputs + kThreads - 1) / kThreads), (unsigned)g.batch);
+    tiny_gemm_kernel<T><<<grid, kThreads, 0, c.stream>>>(t);
+    MT_CUDA_CHECK_LAUNCH("matmul");
+  });
+}
+
+// MatmulArgs' extras after a cuBLAS product, as separate passes on this stream.
+void extras(const MatmulArgs &g) {
+  if (g.bias) {
+    const Shape out{g.m, g.n}, bias{g.n};
+    launch_binary(Binary::ADD, g.c, g.c, g.bias, make_broadcast_plan(out, out, bias), g.dtype);
+  }
+  if (g.a_sums) {
+    if (g.trans_a) launch_sum_reduce(g.a_sums, g.a, 1, g.k, g.m, g.dtype, 1.0, 0.0);  // A stored [k, m]
+    else launch_sum_reduce(g.a_sums, g.a, g.m, g.k, 1, g.dtype, 1.0, 0.0);             // A stored [m, k]
+  }
+}
+
 }  // namespace
 
 void launch_matmul(const MatmulArgs &g) {
@@ -58,6 +150,8 @@ void launch_matmul(const MatmulArgs &g) {
   MT_CHECK(g.stride_a >= 0 && g.stride_b >= 0 && g.stride_c >= 0, INVALID_ARGUMENT,
            "cuda matmul: negative batch stride (a=%lld, b=%lld, c=%lld)", (long long)g.stride_a,
            (long long)g.stride_b, (long long)g.stride_c);
+  MT_CHECK(g.batch == 1 || (!g.bias && !g.a_sums), INVALID_ARGUMENT,
+           "cuda matmul: bias and a_sums need batch 1, got batch %lld", (long long)g.batch);
   MT_CHECK(g.batch == 1 || g.stride_c >= g.m * g.n, INVALID_ARGUMENT,
            "cuda matmul: output batches overlap (stride_c=%lld < m*n=%lld with batch=%lld)",
            (long long)g.stride_c, (long long)(g.m * g.n), (long long)g.batch);
@@ -86,6 +180,14 @@ void launch_matmul(const MatmulArgs &g) {
           static_cast<T *>(g.c), g.batch, mn, g.stride_c, (Compute<T>)g.beta);
       MT_CUDA_CHECK_LAUNCH("matmul");
     });
+    MatmulArgs rest = g;  // the bias still applies; every a_sums is an empty sum
+    rest.a_sums = nullptr;
+    extras(rest);
+    if (g.a_sums) launch_fill(g.a_sums, g.m, g.dtype, 0.0);
+    return;
+  }
+  if (is_tiny(g) && g.batch <= 65535) {
+    launch_tiny(c, g);
     return;
   }
 
@@ -110,6 +212,7 @@ void launch_matmul(const MatmulArgs &g) {
         c.cublas, op_b, op_a, g.n, g.m, g.k, alpha, g.b, type, ld_b, g.stride_b, g.a, type, ld_a,
         g.stride_a, beta, g.c, type, ld_c, g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
   }
+  extras(g);
 }
 
 }  // namespace cuda

@@ -22,7 +22,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) mse_backward_kernel(T *dpred, T *dtarget, const T *pred, const T *target,
                                                                  const T *dloss, int64_t n, Compute<T> scale) {
   using C = Compute<T>;
-  const C g = to_compute(*dloss);
+  const C g = dloss ? to_compute(*dloss) : C(1);  // null: the loss is the root (d loss = 1)
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const T diff = from_compute<T>(to_compute(pred[i]) - to_compute(target[i]));
     const T dg = from_compute<T>(to_compute(diff) * g);
@@ -39,8 +39,7 @@ void mse_backward(Context &c, void *dpred, void *dtarget, const void *pred, cons
   NvtxRange range("mse_backward");
   MT_CHECK(n >= 0, INVALID_ARGUMENT, "cuda mse_backward: negative element count %lld", (long long)n);
   if (n == 0 || (!dpred && !dtarget)) return;
-  MT_CHECK(pred && target && dloss, INVALID_ARGUMENT,
-           "cuda mse_backward: null input (pred=%p, target=%p, dloss=%p)", pred, target, dloss);
+  MT_CHECK(pred && target, INVALID_ARGUMENT, "cuda mse_backward: null input (pred=%p, target=%p)", pred, target);
   dispatch_float(dtype, "mse_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     mse_backward_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, c.stream>>>(

@@ -137,6 +137,53 @@ TEST_CASE("linear is x W^T + b") {
   CHECK(values(r) == Vec{1, 2, 3, 3, 4, 7});
 }
 
+// Forward and every gradient of linear against a double reference on the host, for layers that
+// a device computes in one tiny launch (product, bias and bias gradient fused) and in cuBLAS
+// with separate passes, with and without the weight's gradient, and with zero input features
+// (the bias gradient is still the column sums of dy).
+TEST_CASE("linear forward and gradients against a double reference") {
+  LeakGuard lg;
+  std::mt19937_64 rng(71);
+  struct Case { int64_t m, k, n; bool w_grad; };
+  for (mt_dtype dt : {MT_F64, MT_F32})
+    for (Case c : {Case{4, 2, 4, true}, Case{4, 4, 1, true}, Case{51, 33, 65, true}, Case{96, 100, 70, true},
+                   Case{6, 3, 5, false}, Case{5, 0, 3, true}}) {
+      CAPTURE(c.m); CAPTURE(c.k); CAPTURE(c.n); CAPTURE((int)dt);
+      Vec xv = randvec(rng, c.m * c.k), wv = randvec(rng, c.n * c.k), bv = randvec(rng, c.n), rv = randvec(rng, c.m * c.n);
+      H x = make(xv, {c.m, c.k}, dt), w = make(wv, {c.n, c.k}, dt), b = make(bv, {c.n}, dt), r = make(rv, {c.m, c.n}, dt);
+      for (mt_tensor *t : {x.get(), b.get()}) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(t, 1));
+      if (c.w_grad) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(w, 1));
+      H y, yr, l, gx, gw, gb;
+      MT_OK_OR_FAIL(mt_linear(y.out(), x, w, b));
+      MT_OK_OR_FAIL(mt_mul(yr.out(), y, r));  // d loss / dy = r
+      MT_OK_OR_FAIL(mt_sum(l.out(), yr));
+      MT_OK_OR_FAIL(mt_backward(l));
+      Vec ry((size_t)(c.m * c.n)), rx((size_t)(c.m * c.k), 0.0), rw((size_t)(c.n * c.k), 0.0), rb((size_t)c.n, 0.0);
+      for (int64_t i = 0; i < c.m; i++)
+        for (int64_t j = 0; j < c.n; j++) {
+          double acc = bv[(size_t)j], g = rv[(size_t)(i * c.n + j)];
+          for (int64_t p = 0; p < c.k; p++) {
+            acc += xv[(size_t)(i * c.k + p)] * wv[(size_t)(j * c.k + p)];
+            rx[(size_t)(i * c.k + p)] += g * wv[(size_t)(j * c.k + p)];
+            rw[(size_t)(j * c.k + p)] += g * xv[(size_t)(i * c.k + p)];
+          }
+          ry[(size_t)(i * c.n + j)] = acc;
+          rb[(size_t)j] += g;
+        }
+      const double tol = dt == MT_F64 ? 1e-13 : 2e-6;  // relative, over the whole tensor
+      CHECK(rel_err(values(y), ry) < tol);
+      MT_OK_OR_FAIL(mt_tensor_grad(gb.out(), b));
+      CHECK(rel_err(values(gb), rb) < tol);
+      if (c.k) {
+        MT_OK_OR_FAIL(mt_tensor_grad(gx.out(), x));
+        CHECK(rel_err(values(gx), rx) < tol);
+      }
+      MT_OK_OR_FAIL(mt_tensor_grad(gw.out(), w));
+      if (c.w_grad && c.k) CHECK(rel_err(values(gw), rw) < tol);
+      if (!c.w_grad) CHECK(gw.get() == nullptr);
+    }
+}
+
 TEST_CASE("shape ops: reshape views, transpose and permute copy") {
   LeakGuard lg;
   H a = make({0, 1, 2, 3, 4, 5}, {2, 3}), r;
