@@ -48,6 +48,8 @@ class CUDAGraph:
     def capture_begin(self):
         if self._handle is not None:
             raise RuntimeError("this CUDAGraph already holds a recording; call reset() first")
+        from .optim.optimizer import sync_learning_rates
+        sync_learning_rates()  # a step() being recorded cannot set it: the library refuses then
         lib.mt_graph_capture_begin()
 
     def capture_end(self):
