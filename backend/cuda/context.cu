@@ -15,6 +15,7 @@
 #include "minitorch.h"  // MT_API, for the study hook
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace mt {
 namespace cuda {
@@ -62,6 +63,7 @@ Context::Context() {
   name = prop.name;
   sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
   cc_major = prop.major;
+  pdl = cc_major >= 9 && !std::getenv("MT_CUDA_NO_PDL");
 
   int pools = 0;
   MT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));

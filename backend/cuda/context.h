@@ -81,6 +81,9 @@ class Context {
   cublasHandle_t cublas = nullptr;
   int sm_count = 1;
   int cc_major = 0;  // compute capability major (9: Hopper; thread-block clusters from 9 on)
+  // Whether launch_pdl (kernel_utils.cuh) may use programmatic dependent launch: compute
+  // capability 9 and later, unless MT_CUDA_NO_PDL is set in the environment (for comparisons).
+  bool pdl = false;
   std::string name;
 
   // User-visible allocations: tracked so live_bytes() is exact and free() can

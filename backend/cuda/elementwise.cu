@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads) arange_kernel(T *out, int64_t n, dou
 template <class T, bool VEC, int ARITY, class Fn, int UNROLL = kUnroll, bool CS = false>
 __global__ void __launch_bounds__(kThreads) map_flat_kernel(T *out, const T *a, const T *b,
                                                             int64_t n, Fn fn) {
+  pdl_enter();
   constexpr int N = VEC ? Pack<T>::N : 1;
   using V = typename std::conditional<VEC, Pack<T>, T>::type;
   auto load = [](const T *p) -> V {
@@ -258,11 +259,11 @@ void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn f
     const int64_t packs = n / Pack<T>::N;
     const unsigned grid = WAVE ? wave_grid<kernel>(c.sm_count, packs, kThreads, kThreads)
                                : grid_of((packs + kThreads * UNROLL - 1) / (kThreads * UNROLL));
-    kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
+    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, a, b, n, fn));
   } else {
     constexpr auto kernel = map_flat_kernel<T, false, ARITY, Fn>;
     const unsigned grid = wave_grid<kernel>(c.sm_count, n, kThreads, kThreads);
-    kernel<<<grid, kThreads, 0, c.stream>>>(out, a, b, n, fn);
+    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, a, b, n, fn));
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }

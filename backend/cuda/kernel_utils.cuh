@@ -9,6 +9,7 @@
 //   grid_of                                 a block count clamped to [1, INT_MAX]
 //   wave_grid                               grid-stride grid of one wave of resident blocks
 //   launch_cluster                          a launch in thread-block clusters of K blocks (sm_90)
+//   pdl_enter, launch_pdl                   programmatic dependent launch of small grids (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   warp_sum / block_sum                    deterministic shuffle reductions
 //   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
@@ -206,6 +207,40 @@ cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads,
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Programmatic dependent launch (compute capability 9.0 and later). A kernel launched by
+// launch_pdl may be scheduled while the kernel before it in the stream is still running, so the
+// ~1 us between two dependent launches (a graph node's latency in a recorded training step of
+// small kernels) partly overlaps. pdl_enter(), the first statement of every kernel that
+// launch_pdl may launch, lets the next kernel be scheduled early in turn, then waits until
+// the previous grid has completed and its writes are visible: nothing is read or written
+// before that, so the ordering is a plain launch's. Outside such a launch it returns at once.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, threads, 0, stream>>>(args...), with the programmatic-serialization attribute
+// when the device has it and the grid is at most `small` blocks (a large grid's waiting blocks
+// would hold places that the running grid's later waves need). kernel must begin with
+// pdl_enter(). Returns the launch status.
+template <class... KArgs, class... Args>
+cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, int threads, bool pdl_capable, unsigned small,
+                       cudaStream_t stream, Args &&...args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_capable && (uint64_t)grid.x * grid.y * grid.z <= small ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

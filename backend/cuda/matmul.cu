@@ -74,6 +74,7 @@ struct TinyGemm {
 // alpha, beta * C, and the bias. The first batch's threads also walk i < m for a_sums.
 template <class T>
 __global__ void __launch_bounds__(kThreads) tiny_gemm_kernel(TinyGemm<T> g) {
+  pdl_enter();
   using C = Compute<T>;
   const int64_t bi = blockIdx.y;
   const T *a = g.a + bi * g.stride_a, *b = g.b + bi * g.stride_b;
@@ -120,7 +121,7 @@ void launch_tiny(Context &c, const MatmulArgs &g) {
     t.beta = (Compute<T>)g.beta;
     const int64_t outputs = std::max(g.m * g.n, g.a_sums ? g.m : 0);
     const dim3 grid((unsigned)((outputs + kThreads - 1) / kThreads), (unsigned)g.batch);
-    tiny_gemm_kernel<T><<<grid, kThreads, 0, c.stream>>>(t);
+    MT_CUDA_CHECK(launch_pdl(tiny_gemm_kernel<T>, grid, kThreads, c.pdl, (unsigned)c.sm_count, c.stream, t));
     MT_CUDA_CHECK_LAUNCH("matmul");
   });
 }

@@ -21,6 +21,7 @@ constexpr int kThreads = 256;
 template <class T>
 __global__ void __launch_bounds__(kThreads) mse_backward_kernel(T *dpred, T *dtarget, const T *pred, const T *target,
                                                                  const T *dloss, int64_t n, Compute<T> scale) {
+  pdl_enter();
   using C = Compute<T>;
   const C g = dloss ? to_compute(*dloss) : C(1);  // null: the loss is the root (d loss = 1)
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -42,9 +43,9 @@ void mse_backward(Context &c, void *dpred, void *dtarget, const void *pred, cons
   MT_CHECK(pred && target, INVALID_ARGUMENT, "cuda mse_backward: null input (pred=%p, target=%p)", pred, target);
   dispatch_float(dtype, "mse_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    mse_backward_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, c.stream>>>(
-        static_cast<T *>(dpred), static_cast<T *>(dtarget), static_cast<const T *>(pred),
-        static_cast<const T *>(target), static_cast<const T *>(dloss), n, (Compute<T>)scale);
+    MT_CUDA_CHECK(launch_pdl(mse_backward_kernel<T>, dim3(grid_1d(n, kThreads)), kThreads, c.pdl, (unsigned)c.sm_count,
+                             c.stream, static_cast<T *>(dpred), static_cast<T *>(dtarget), static_cast<const T *>(pred),
+                             static_cast<const T *>(target), static_cast<const T *>(dloss), n, (Compute<T>)scale));
     MT_CUDA_CHECK_LAUNCH("mse_backward");
   });
 }

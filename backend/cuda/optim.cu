@@ -59,6 +59,7 @@ __device__ __forceinline__ void sgd_update(A &p, A g, A &v, const SgdHyper<A> &h
 template <class T>
 __global__ void __launch_bounds__(kThreads) sgd_kernel(const __grid_constant__ SgdTable tab,
                                                        SgdHyper<Compute<T>> h) {
+  pdl_enter();
   using A = Compute<T>;
   const int t = table_tensor_of_block(tab);
   T *p = static_cast<T *>(tab.p[t]);
@@ -134,7 +135,9 @@ void launch_sgd_step(const SgdArgs &a) {
           tab.g[t] = a.grads[i];
           tab.v[t] = mom ? a.velocity[i] : nullptr;
         },
-        [&](const SgdTable &tab, unsigned blocks) { sgd_kernel<T><<<blocks, kThreads, 0, c.stream>>>(tab, h); });
+        [&](const SgdTable &tab, unsigned blocks) {
+          MT_CUDA_CHECK(launch_pdl(sgd_kernel<T>, dim3(blocks), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, tab, h));
+        });
   });
 }
 

@@ -137,6 +137,7 @@ template <class Src, class TOut, bool WARP>
 __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(TOut *out, Src src, int64_t rows,
                                                                int64_t len, typename Src::Acc scale,
                                                                typename Src::Acc beta) {
+  pdl_enter();
   using Acc = typename Src::Acc;
   if constexpr (WARP) {
     const int lane = threadIdx.x & 31;
@@ -264,11 +265,13 @@ void launch_rows_single(const char *op, TOut *out, const Src &src, int64_t rows,
   if (len <= kWarpRowMax) {
     constexpr auto kernel = reduce_rows_kernel<Src, TOut, true>;
     const unsigned grid = wave_grid<kernel>(c.sm_count, rows, kThreads / 32, kThreads);
-    kernel<<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
+    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, src, rows, len,
+                             scale, beta));
   } else {
     constexpr auto kernel = reduce_rows_kernel<Src, TOut, false>;
     const unsigned grid = wave_grid<kernel>(c.sm_count, rows, 1, kThreads);
-    kernel<<<grid, kThreads, 0, c.stream>>>(out, src, rows, len, scale, beta);
+    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, src, rows, len,
+                             scale, beta));
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }
