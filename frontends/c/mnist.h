@@ -448,7 +448,7 @@ static inline void mnist_epoch_report(const mnist_epoch *ep, metrics_csv *metric
 /* Prints "final test accuracy ..." and "metrics: csv" (when written) and closes metrics. */
 static inline void mnist_report_final(const mnist_data *m, metrics_csv *metrics, const char *csv, int epochs,
                                       double test_acc, double t_start) {
-  printf("final test accuracy %.2f%% (%s, %d epoch%s, %.1f s)\n", 100 * test_acc, m->name, epochs,
+  printf("final test accuracy %.2f%% (%s, %d epoch%s, %.3f s)\n", 100 * test_acc, m->name, epochs,
          epochs == 1 ? "" : "s", progress_clock() - t_start);
   if (metrics->f) printf("metrics: %s\n", csv);
   metrics_close(metrics);

@@ -260,7 +260,7 @@ static inline int mnist_train_run(mnist_train_options *t, const char *name, cons
     mnist_epoch_report(&ep, &metrics, train_loss, test_loss, test_acc, t_start);
   }
   mnist_report_final(&data, &metrics, o->csv, o->epochs, test_acc, t_start);
-  printf("training time %.1f s (the epochs without evaluation)\n", t_train);
+  printf("training time %.3f s (the epochs without evaluation)\n", t_train);
   printf("peak device memory %.2f MiB (%s; high-water mark of mt_live_bytes over the training steps)\n",
          (double)peak / (1024.0 * 1024.0), mt_device_name(dev));
 
