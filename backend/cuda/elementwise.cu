@@ -348,11 +348,19 @@ void launch_fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed) {
   MT_CUDA_CHECK_LAUNCH("fill_uniform");
 }
 
+namespace {
+// The argument checks of the writers (fill, arange): false when there is nothing to write.
+bool writes_any(const char *op, const void *out, int64_t n) {
+  MT_CHECK(n >= 0, INVALID_ARGUMENT, "cuda %s: negative element count %lld", op, (long long)n);
+  if (n == 0) return false;
+  MT_CHECK(out != nullptr, INVALID_ARGUMENT, "cuda %s: out is null for %lld elements", op, (long long)n);
+  return true;
+}
+}  // namespace
+
 void launch_fill(void *out, int64_t n, DType dtype, double value) {
   NvtxRange range("fill");
-  MT_CHECK(n >= 0, INVALID_ARGUMENT, "cuda fill: negative element count %lld", (long long)n);
-  if (n == 0) return;
-  MT_CHECK(out != nullptr, INVALID_ARGUMENT, "cuda fill: out is null for %lld elements", (long long)n);
+  if (!writes_any("fill", out, n)) return;
   Context &c = context();
   dispatch_any(dtype, "fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -371,9 +379,7 @@ void launch_fill(void *out, int64_t n, DType dtype, double value) {
 
 void launch_arange(void *out, int64_t n, DType dtype, double start, double step) {
   NvtxRange range("arange");
-  MT_CHECK(n >= 0, INVALID_ARGUMENT, "cuda arange: negative element count %lld", (long long)n);
-  if (n == 0) return;
-  MT_CHECK(out != nullptr, INVALID_ARGUMENT, "cuda arange: out is null for %lld elements", (long long)n);
+  if (!writes_any("arange", out, n)) return;
   Context &c = context();
   dispatch_any(dtype, "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
