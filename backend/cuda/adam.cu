@@ -85,34 +85,31 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(const __grid_constant__ 
   const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
   const int64_t end = min(begin + kChunk, tab.n[t]);
 
-  int64_t rest = begin;
   constexpr int N = Pack<T>::N;
-  if ((((uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) & 15u) == 0) {  // begin is a multiple of N
-    const int64_t vend = begin + (end - begin) / N * N;
-    for (int64_t i = begin + (int64_t)threadIdx.x * N; i < vend; i += (int64_t)blockDim.x * N) {
-      Pack<T> pp = load128(p + i), mp = load128(m + i), vp = load128(v + i);
-      const Pack<T> gp = load128(g + i);
+  for_chunk<N>(
+      begin, end, (((uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) & 15u) == 0,
+      [&](int64_t i) {
+        Pack<T> pp = load128(p + i), mp = load128(m + i), vp = load128(v + i);
+        const Pack<T> gp = load128(g + i);
 #pragma unroll
-      for (int k = 0; k < N; ++k) {
-        A pk = to_compute(pp.v[k]), mk = to_compute(mp.v[k]), vk = to_compute(vp.v[k]);
-        adam_update(pk, to_compute(gp.v[k]), mk, vk, h);
-        pp.v[k] = from_compute<T>(pk);
-        mp.v[k] = from_compute<T>(mk);
-        vp.v[k] = from_compute<T>(vk);
-      }
-      store128(p + i, pp);
-      store128(m + i, mp);
-      store128(v + i, vp);
-    }
-    rest = vend;
-  }
-  for (int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) {
-    A pk = to_compute(p[i]), mk = to_compute(m[i]), vk = to_compute(v[i]);
-    adam_update(pk, to_compute(g[i]), mk, vk, h);
-    p[i] = from_compute<T>(pk);
-    m[i] = from_compute<T>(mk);
-    v[i] = from_compute<T>(vk);
-  }
+        for (int k = 0; k < N; ++k) {
+          A pk = to_compute(pp.v[k]), mk = to_compute(mp.v[k]), vk = to_compute(vp.v[k]);
+          adam_update(pk, to_compute(gp.v[k]), mk, vk, h);
+          pp.v[k] = from_compute<T>(pk);
+          mp.v[k] = from_compute<T>(mk);
+          vp.v[k] = from_compute<T>(vk);
+        }
+        store128(p + i, pp);
+        store128(m + i, mp);
+        store128(v + i, vp);
+      },
+      [&](int64_t i) {
+        A pk = to_compute(p[i]), mk = to_compute(m[i]), vk = to_compute(v[i]);
+        adam_update(pk, to_compute(g[i]), mk, vk, h);
+        p[i] = from_compute<T>(pk);
+        m[i] = from_compute<T>(mk);
+        v[i] = from_compute<T>(vk);
+      });
 }
 
 // Advances the device step counters of one table, after adam_kernel has read them.
@@ -195,24 +192,19 @@ __global__ void __launch_bounds__(kThreads) clip_sumsq_kernel(const __grid_const
   const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
   const int64_t end = min(begin + kChunk, tab.n[t]);
   double acc = 0;
-  int64_t rest = begin;
   constexpr int N = Pack<T>::N;
-  if (((uintptr_t)g & 15u) == 0) {  // begin is a multiple of N
-    const int64_t vend = begin + (end - begin) / N * N;
-    for (int64_t i = begin + (int64_t)threadIdx.x * N; i < vend; i += (int64_t)blockDim.x * N) {
-      const Pack<T> gp = load128(g + i);
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const double x = (double)to_compute(gp.v[k]);
-        acc += x * x;
-      }
-    }
-    rest = vend;
-  }
-  for (int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) {
-    const double x = (double)to_compute(g[i]);
+  auto add_square = [&](T e) {
+    const double x = (double)to_compute(e);
     acc += x * x;
-  }
+  };
+  for_chunk<N>(
+      begin, end, ((uintptr_t)g & 15u) == 0,
+      [&](int64_t i) {
+        const Pack<T> gp = load128(g + i);
+#pragma unroll
+        for (int k = 0; k < N; ++k) add_square(gp.v[k]);
+      },
+      [&](int64_t i) { add_square(g[i]); });
   acc = block_sum(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
@@ -241,19 +233,16 @@ __global__ void __launch_bounds__(kThreads) clip_scale_kernel(const __grid_const
   T *g = static_cast<T *>(tab.g[t]);
   const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
   const int64_t end = min(begin + kChunk, tab.n[t]);
-  int64_t rest = begin;
   constexpr int N = Pack<T>::N;
-  if (((uintptr_t)g & 15u) == 0) {
-    const int64_t vend = begin + (end - begin) / N * N;
-    for (int64_t i = begin + (int64_t)threadIdx.x * N; i < vend; i += (int64_t)blockDim.x * N) {
-      Pack<T> gp = load128(g + i);
+  for_chunk<N>(
+      begin, end, ((uintptr_t)g & 15u) == 0,
+      [&](int64_t i) {
+        Pack<T> gp = load128(g + i);
 #pragma unroll
-      for (int k = 0; k < N; ++k) gp.v[k] = from_compute<T>(to_compute(gp.v[k]) * s);
-      store128(g + i, gp);
-    }
-    rest = vend;
-  }
-  for (int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) g[i] = from_compute<T>(to_compute(g[i]) * s);
+        for (int k = 0; k < N; ++k) gp.v[k] = from_compute<T>(to_compute(gp.v[k]) * s);
+        store128(g + i, gp);
+      },
+      [&](int64_t i) { g[i] = from_compute<T>(to_compute(g[i]) * s); });
 }
 
 }  // namespace

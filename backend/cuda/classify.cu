@@ -519,21 +519,16 @@ __global__ void __launch_bounds__(kThreads) index_add_rows_kernel(T *dx, const T
   for (int64_t q0 = p; q0 < end; q0 += kAddTileRows) {
     const int rows = (int)min((int64_t)kAddTileRows, end - q0);
     if (unit * V < width) {
-      Pack<T> buf[kAddTileRows / kRowsPerPass];  // V > 1: whole packs; V == 1: element 0 of each
+      Chunk<T, V> buf[kAddTileRows / kRowsPerPass];
 #pragma unroll
       for (int k = 0; k < kAddTileRows / kRowsPerPass; ++k) {
         const int r = k * kRowsPerPass + row_in_pass;
-        if (r < rows) {
-          const T *src = dy + (int64_t)vals[q0 + r] * cols + c0 + unit * V;
-          if constexpr (V > 1) buf[k] = load128(src); else buf[k].v[0] = *src;
-        }
+        if (r < rows) buf[k] = Chunk<T, V>::load(dy + (int64_t)vals[q0 + r] * cols + c0 + unit * V);
       }
 #pragma unroll
       for (int k = 0; k < kAddTileRows / kRowsPerPass; ++k) {
         const int r = k * kRowsPerPass + row_in_pass;
-        if (r < rows) {
-          if constexpr (V > 1) store128(&tile[r][unit * V], buf[k]); else tile[r][unit] = buf[k].v[0];
-        }
+        if (r < rows) buf[k].store(&tile[r][unit * V]);
       }
     }
     __syncthreads();

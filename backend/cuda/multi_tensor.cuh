@@ -6,7 +6,7 @@
 // of tensor t. Each block owns one chunk of `chunk` elements of one tensor and finds its
 // tensor by binary search over block_start.
 //
-// defines: kMultiThreads, kMultiMaxTensors, kMultiChunk, table_tensor_of_block, for_each_table
+// defines: kMultiThreads, kMultiMaxTensors, kMultiChunk, table_tensor_of_block, for_chunk, for_each_table
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,20 @@ __device__ __forceinline__ int table_tensor_of_block(const Table &tab) {
     if (tab.block_start[mid] <= (int64_t)blockIdx.x) lo = mid; else hi = mid - 1;
   }
   return lo;
+}
+
+// Walks elements [begin, end) of one chunk with the block's threads: while `aligned` (every
+// buffer 16-byte aligned; begin is then a multiple of N), vec(i) for the N elements from i, a
+// 16-byte access per buffer; then one(i) for each element left.
+template <int N, class Vec, class One>
+__device__ __forceinline__ void for_chunk(int64_t begin, int64_t end, bool aligned, Vec &&vec, One &&one) {
+  int64_t rest = begin;
+  if (aligned) {
+    const int64_t vend = begin + (end - begin) / N * N;
+    for (int64_t i = begin + (int64_t)threadIdx.x * N; i < vend; i += (int64_t)blockDim.x * N) vec(i);
+    rest = vend;
+  }
+  for (int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) one(i);
 }
 
 // Walks tensors 0..count-1 (skipping empty ones), letting fill(tab, slot, i) put tensor i's
