@@ -21,12 +21,17 @@ count too), and the fused MSE backward against the composition it replaced.
                  reductions; SGD 1; cuBLAS takes more than one launch for some of these GEMMs).
                  Recording skips the target range check, which eagerly adds
                  a memset, a kernel and a read back.
+  programmatic dependent launch
+                 the recorded XOR step replayed 300 times and an MLP step with momentum replayed
+                 100 times give the same bits with MT_CUDA_NO_PDL set and without (a subprocess
+                 each, since the switch is read when the CUDA backend starts)
 Each count is printed; the bounds let later fusions lower them.
 
 Run by `make test-gpu`; skipped without a usable GPU or when the library lacks the hook.
 """
 import os
 import random
+import subprocess
 import sys
 import unittest
 from ctypes import byref, c_int64, c_void_p
@@ -159,6 +164,65 @@ class LaunchCounts(unittest.TestCase):
         # shape take more than one launch); a guard against launches creeping back in
         self.assertLessEqual(nodes["kernels"], 18, nodes)
         self.assertEqual(nodes["memcpy"] + nodes["memset"], 0, nodes)
+
+
+# Trains by replaying a recorded step; prints every parameter and the last loss as float.hex.
+REPLAY_SCRIPT = r"""
+import random, sys
+from ctypes import byref, c_void_p
+sys.path.insert(0, sys.argv[1])
+import abi_util as U
+L = U.LIB
+def randn(shape, seed):
+    r = random.Random(seed)
+    return U.from_list([r.uniform(-1, 1) for _ in range(U.numel(shape))], shape, U.MT_F32, U.MT_CUDA)
+for sizes, batch, act, steps, momentum in (([(2, 4), (4, 1)], 4, "mt_sigmoid", 300, 0.0),
+                                           ([(32, 64), (64, 8)], 48, "mt_relu", 100, 0.9)):
+    x, y = randn((batch, sizes[0][0]), 1), randn((batch, sizes[-1][1]), 2)
+    params = []
+    for i, (fi, fo) in enumerate(sizes):
+        params += [randn((fo, fi), 10 + 2 * i), randn((fo,), 11 + 2 * i)]
+    for p in params:
+        U.set_requires_grad(p, 1)
+    opt, graph = c_void_p(), c_void_p()
+    U.check(L.mt_optim_sgd(byref(opt), (c_void_p * len(params))(*params), len(params), 0.1, momentum, 0.0, 0), "sgd")
+    def step():
+        h = U.call("mt_linear", x, params[0], params[1])
+        a = U.call(act, h)
+        out = U.call("mt_linear", a, params[2], params[3])
+        loss = U.call("mt_mse_loss", out, y)
+        U.check(L.mt_optim_zero_grad(opt), "zero_grad")
+        U.check(L.mt_backward(loss), "backward")
+        U.check(L.mt_optim_step(opt), "step")
+        return [h, a, out, loss]
+    for h in step():
+        U.release(h)
+    U.check(L.mt_graph_begin(U.MT_CUDA), "begin")
+    made = step()
+    U.check(L.mt_graph_end(byref(graph)), "end")
+    for _ in range(steps):
+        U.check(L.mt_graph_replay(graph), "replay")
+    U.check(L.mt_synchronize(), "sync")
+    print(" ".join(float.hex(v) for p in params for v in U.to_list(p)), float.hex(U.to_list(made[-1])[0]))
+"""
+
+
+@unittest.skipUnless(RUN, "needs a GPU and mt_study_graph_nodes (a CUDA build)")
+class ProgrammaticLaunch(unittest.TestCase):
+    def test_pdl_changes_no_bits(self):
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+        outs = []
+        for no_pdl in (False, True):
+            env = dict(os.environ, MT_DEVICE="cuda")
+            env.pop("MT_CUDA_NO_PDL", None)
+            if no_pdl:
+                env["MT_CUDA_NO_PDL"] = "1"
+            p = subprocess.run([sys.executable, "-c", REPLAY_SCRIPT, here], capture_output=True, text=True,
+                               env=env, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+            outs.append(p.stdout)
+        self.assertTrue(outs[0].strip(), "no output")
+        self.assertEqual(outs[0], outs[1], "replayed training differs with and without programmatic dependent launch")
 
 
 if __name__ == "__main__":
