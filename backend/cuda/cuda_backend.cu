@@ -89,7 +89,9 @@ class CudaBackend final : public Backend {
                         double scale) override {
     cuda::launch_squared_diff_sum(out, a, b, n, dtype, scale);
   }
-  void matmul(const MatmulArgs &args) override { cuda::launch_matmul(args); }
+  void matmul(const MatmulArgs &args) override {
+    if (!cuda::launch_matmul(args)) matmul_extras(*this, args);
+  }
   void permute(void *out, const void *x, const int64_t *shape, const int64_t *perm, int ndim,
                DType dtype) override {
     cuda::launch_permute(out, x, shape, perm, ndim, dtype);

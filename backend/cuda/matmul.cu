@@ -23,14 +23,14 @@
 // a_sums (MatmulArgs' extras) in the same launch. Such a layer is all launch latency: inside
 // a recorded training step each launch is a graph node of ~1.5-2 us, and the linear layer's
 // forward (product and bias) and its weight and bias gradients each become one node instead
-// of two. Larger products take cuBLAS and do the extras as separate passes.
+// of two. Larger products take cuBLAS; launch_matmul then returns false and the backend does
+// the extras as separate passes (matmul_extras).
 #include <algorithm>
 #include <climits>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
-#include "backend/shape.h"
 
 namespace mt {
 namespace cuda {
@@ -126,26 +126,14 @@ void launch_tiny(Context &c, const MatmulArgs &g) {
   });
 }
 
-// MatmulArgs' extras after a cuBLAS product, as separate passes on this stream.
-void extras(const MatmulArgs &g) {
-  if (g.bias) {
-    const Shape out{g.m, g.n}, bias{g.n};
-    launch_binary(Binary::ADD, g.c, g.c, g.bias, make_broadcast_plan(out, out, bias), g.dtype);
-  }
-  if (g.a_sums) {
-    if (g.trans_a) launch_sum_reduce(g.a_sums, g.a, 1, g.k, g.m, g.dtype, 1.0, 0.0);  // A stored [k, m]
-    else launch_sum_reduce(g.a_sums, g.a, g.m, g.k, 1, g.dtype, 1.0, 0.0);             // A stored [m, k]
-  }
-}
-
 }  // namespace
 
-void launch_matmul(const MatmulArgs &g) {
+bool launch_matmul(const MatmulArgs &g) {
   NvtxRange range("matmul");
   MT_CHECK(g.batch >= 0 && g.m >= 0 && g.n >= 0 && g.k >= 0, INVALID_ARGUMENT,
            "cuda matmul: negative size (batch=%lld, m=%lld, n=%lld, k=%lld)", (long long)g.batch,
            (long long)g.m, (long long)g.n, (long long)g.k);
-  if (g.batch == 0 || g.m == 0 || g.n == 0) return;
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return false;
   MT_CHECK(g.c && ((g.a && g.b) || g.k == 0), INVALID_ARGUMENT,
            "cuda matmul: null buffer (c=%p, a=%p, b=%p)", g.c, g.a, g.b);
   MT_CHECK(g.stride_a >= 0 && g.stride_b >= 0 && g.stride_c >= 0, INVALID_ARGUMENT,
@@ -181,15 +169,11 @@ void launch_matmul(const MatmulArgs &g) {
           static_cast<T *>(g.c), g.batch, mn, g.stride_c, (Compute<T>)g.beta);
       MT_CUDA_CHECK_LAUNCH("matmul");
     });
-    MatmulArgs rest = g;  // the bias still applies; every a_sums is an empty sum
-    rest.a_sums = nullptr;
-    extras(rest);
-    if (g.a_sums) launch_fill(g.a_sums, g.m, g.dtype, 0.0);
-    return;
+    return false;
   }
   if (is_tiny(g) && g.batch <= 65535) {
     launch_tiny(c, g);
-    return;
+    return true;
   }
 
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -213,7 +197,7 @@ void launch_matmul(const MatmulArgs &g) {
         c.cublas, op_b, op_a, g.n, g.m, g.k, alpha, g.b, type, ld_b, g.stride_b, g.a, type, ld_a,
         g.stride_a, beta, g.c, type, ld_c, g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
   }
-  extras(g);
+  return false;
 }
 
 }  // namespace cuda

@@ -31,7 +31,8 @@ void launch_squared_diff_sum(void *out, const void *a, const void *b, int64_t n,
                              double scale);
 
 // matmul.cu
-void launch_matmul(const MatmulArgs &args);
+// true when the extras (bias, a_sums) were done with the product; else the caller does them
+bool launch_matmul(const MatmulArgs &args);
 
 // permute.cu
 void launch_permute(void *out, const void *x, const int64_t *shape, const int64_t *perm, int ndim,
