@@ -9,8 +9,9 @@
 namespace mt {
 
 bool rule_takes_unit_seed(Op op) { return op == Op::MSE_LOSS || op == Op::CROSS_ENTROPY || op == Op::NLL_LOSS; }
+bool rule_adds_into_owned(Op op) { return op == Op::SLICE; }
 
-void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
+void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &owned) {
   using namespace ops;
   const std::vector<Ref> &in = node.in;
   auto need = [&](size_t i) { return i < in.size() && in[i] && in[i]->requires_grad; };
@@ -193,6 +194,20 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads) {
       int64_t d = node.ints[0], start = node.ints[1], len = node.ints[2], outer = 1, inner = 1;
       for (int64_t k = 0; k < d; k++) outer *= x->shape[(size_t)k];
       for (int64_t k = d + 1; k < x->ndim(); k++) inner *= x->shape[(size_t)k];
+      if (owned[0] && outer == 1) {
+        // x's gradient so far is the walk's alone and the slice's region of it is contiguous
+        // (no dim before the sliced one is larger than 1): one add over the region instead of
+        // a zero tensor of x's shape, a copy into it and an add over all of x. The same sums in
+        // the same order (0 + g is g), so the same bits.
+        const Ref &acc = owned[0];
+        if (g->numel()) {
+          char *region = (char *)acc->data() + start * inner * dtype_size(x->dtype);
+          const Shape flat{len * inner};
+          acc->backend().binary(Binary::ADD, region, region, g->data(), make_broadcast_plan(flat, flat, flat), x->dtype);
+        }
+        grads[0] = acc;
+        break;
+      }
       Ref dx = full(x->shape, 0.0, x->dtype, x->device);
       if (g->numel())
         x->backend().slice_backward(dx->data(), g->data(), outer, x->shape[(size_t)d], inner, start, len, x->dtype);

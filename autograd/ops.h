@@ -62,7 +62,13 @@ void backward(const Ref &loss);
 
 // Computes the gradients of node's inputs from g, the gradient of its output.
 // grads[i] is left null for inputs that need none. Defined in backward.cpp.
-void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads);
+// owned[i], when not null, is input i's gradient accumulated so far, held by the backward walk
+// alone (no other tensor or entry shares it or its storage; the input's shape, dtype and
+// device): the rule may add its contribution into it in place and return it as grads[i], which
+// the walk then keeps as is instead of adding again. The walk fills owned only for the ops of
+// rule_adds_into_owned (the others get nulls).
+void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &owned);
+bool rule_adds_into_owned(Op op);
 // Whether op's rule accepts a null g meaning a gradient of 1 (the fused losses: mse_loss,
 // cross_entropy, nll_loss), so that the walk need not write the seed when op made the loss.
 bool rule_takes_unit_seed(Op op);

@@ -37,33 +37,17 @@ void accumulate(std::unordered_map<Tensor *, Ref> &grads, Tensor *key, Ref g) {
   else it->second = ops::binary(Binary::ADD, it->second, g);
 }
 
-// A SLICE node's gradient added straight into the region of its input's gradient when one is
-// already accumulated, owned by this walk alone (no other tensor or map entry holds it or its
-// storage) and the slice's region is contiguous (no dim before the sliced one is larger than
-// 1): one add over the region instead of a zero tensor of the input's shape, a copy into it
-// and an add over the whole input. The same sums in the same order as that chain (0 + g is g),
-// so the same bits. Returns false (nothing done) when it does not apply.
-bool slice_into_accumulated(const Node &node, const Ref &g, std::unordered_map<Tensor *, Ref> &grads) {
-  const Ref &x = node.in[0];
-  if (!x || !x->requires_grad) return false;
+// x's gradient accumulated so far when this walk alone holds it (no other tensor or map entry
+// holds it or its storage) with x's shape, dtype and device; else null. A rule may add into it.
+Ref owned_gradient(const Ref &x, const std::unordered_map<Tensor *, Ref> &grads) {
+  if (!x || !x->requires_grad) return Ref();
   auto it = grads.find(x.get());
-  if (it == grads.end()) return false;
-  Tensor *acc = it->second.get();
+  if (it == grads.end()) return Ref();
+  const Ref &acc = it->second;
   if (acc->refs.load() != 1 || acc->storage.use_count() != 1 || acc->shape != x->shape || acc->dtype != x->dtype ||
-      g->dtype != x->dtype || acc->device != x->device)
-    return false;
-  const int64_t d = node.ints[0], start = node.ints[1], len = node.ints[2];
-  int64_t outer = 1, inner = 1;
-  for (int64_t k = 0; k < d; k++) outer *= x->shape[(size_t)k];
-  for (int64_t k = d + 1; k < x->ndim(); k++) inner *= x->shape[(size_t)k];
-  const int64_t n = len * inner;
-  if (outer != 1 || g->numel() != n) return false;
-  if (n) {
-    char *region = (char *)acc->data() + start * inner * dtype_size(x->dtype);
-    const Shape flat{n};
-    acc->backend().binary(Binary::ADD, region, region, g->data(), make_broadcast_plan(flat, flat, flat), x->dtype);
-  }
-  return true;
+      acc->device != x->device)
+    return Ref();
+  return acc;
 }
 
 }  // namespace
@@ -97,19 +81,22 @@ void backward(const Ref &loss) {
   // writing the seed: one launch fewer per step on a device.
   grads.emplace(loss.get(), rule_takes_unit_seed(root->op) ? Ref()
                                                            : ops::full(loss->shape, 1.0, loss->dtype, loss->device));
-  std::vector<Ref> in_grads;
+  std::vector<Ref> in_grads, owned;
   for (size_t i = t_tape.size(); i-- > 0;) {
     const Node &node = t_tape[i];
     auto it = grads.find(node.out.get());
     if (it == grads.end()) continue;  // does not lead to the loss
     Ref g = std::move(it->second);
     grads.erase(it);
-    if (node.op == Op::SLICE && slice_into_accumulated(node, g, grads)) continue;
     in_grads.assign(node.in.size(), Ref());
-    backward_rule(node, g, in_grads);
+    owned.assign(node.in.size(), Ref());
+    if (rule_adds_into_owned(node.op))
+      for (size_t k = 0; k < node.in.size(); k++) owned[k] = owned_gradient(node.in[k], grads);
+    backward_rule(node, g, in_grads, owned);
     for (size_t k = 0; k < node.in.size(); k++) {
       const Ref &x = node.in[k];
       if (!x || !x->requires_grad || !in_grads[k]) continue;
+      if (owned[k] && in_grads[k].get() == owned[k].get()) continue;  // added in place, already in grads
       MT_CHECK(in_grads[k]->shape == x->shape && in_grads[k]->dtype == x->dtype, INTERNAL,
                "internal error, please report: backward of %s gave input %zu a gradient of %s %s, expected %s %s",
                op_name(node.op), k, dtype_name(in_grads[k]->dtype), shape_str(in_grads[k]->shape).c_str(),
