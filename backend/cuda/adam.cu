@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(const __grid_constant__ 
   }
   T *m = static_cast<T *>(tab.m[t]);
   T *v = static_cast<T *>(tab.v[t]);
-  const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
-  const int64_t end = min(begin + kChunk, tab.n[t]);
+  int64_t begin, end;
+  chunk_bounds(tab, t, kChunk, begin, end);
 
   constexpr int N = Pack<T>::N;
   for_chunk<N>(
@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(kThreads) clip_sumsq_kernel(const __grid_const
                                                               double *partials) {
   const int t = table_tensor_of_block(tab);
   const T *g = static_cast<const T *>(tab.g[t]);
-  const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
-  const int64_t end = min(begin + kChunk, tab.n[t]);
+  int64_t begin, end;
+  chunk_bounds(tab, t, kChunk, begin, end);
   double acc = 0;
   constexpr int N = Pack<T>::N;
   auto add_square = [&](T e) {
@@ -231,8 +231,8 @@ __global__ void __launch_bounds__(kThreads) clip_scale_kernel(const __grid_const
   const A s = (A)f;
   const int t = table_tensor_of_block(tab);
   T *g = static_cast<T *>(tab.g[t]);
-  const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
-  const int64_t end = min(begin + kChunk, tab.n[t]);
+  int64_t begin, end;
+  chunk_bounds(tab, t, kChunk, begin, end);
   constexpr int N = Pack<T>::N;
   for_chunk<N>(
       begin, end, ((uintptr_t)g & 15u) == 0,
@@ -266,8 +266,9 @@ void clip_grad_norm(Context &c, void *norm, void *const *grads, const int64_t *n
     using T = typename decltype(tag)::type;
     PoolBuffer partials(std::max<int64_t>(blocks, 1) * (int64_t)sizeof(double)), factor(sizeof(double));
     int64_t done = 0;  // partials written so far
+    auto fill = [&](ClipTable &tab, int t, int64_t i) { tab.g[t] = grads[i]; };
     for_each_table<ClipTable, kMaxTensors>(
-        "clip_grad_norm", count, numel, kChunk, [&](ClipTable &tab, int t, int64_t i) { tab.g[t] = grads[i]; },
+        "clip_grad_norm", count, numel, kChunk, fill,
         [&](const ClipTable &tab, unsigned nb) {
           clip_sumsq_kernel<T><<<nb, kThreads, 0, c.stream>>>(tab, partials.as<double>() + done);
           done += nb;
@@ -276,8 +277,7 @@ void clip_grad_norm(Context &c, void *norm, void *const *grads, const int64_t *n
                                                    factor.as<double>(), max_norm, eps);
     MT_CUDA_CHECK_LAUNCH("clip_grad_norm");
     for_each_table<ClipTable, kMaxTensors>(
-        "clip_grad_norm", count, numel, kChunk, [&](ClipTable &tab, int t, int64_t i) { tab.g[t] = grads[i]; },
-        [&](const ClipTable &tab, unsigned nb) {
+        "clip_grad_norm", count, numel, kChunk, fill, [&](const ClipTable &tab, unsigned nb) {
           clip_scale_kernel<T><<<nb, kThreads, 0, c.stream>>>(tab, factor.as<double>());
         });
   });

@@ -259,11 +259,11 @@ void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn f
     const int64_t packs = n / Pack<T>::N;
     const unsigned grid = WAVE ? wave_grid<kernel>(c.sm_count, packs, kThreads, kThreads)
                                : grid_of((packs + kThreads * UNROLL - 1) / (kThreads * UNROLL));
-    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, a, b, n, fn));
+    MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(grid), kThreads, out, a, b, n, fn));
   } else {
     constexpr auto kernel = map_flat_kernel<T, false, ARITY, Fn>;
     const unsigned grid = wave_grid<kernel>(c.sm_count, n, kThreads, kThreads);
-    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, a, b, n, fn));
+    MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(grid), kThreads, out, a, b, n, fn));
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }

@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "backend/cuda/context.h"
 
 namespace mt {
 namespace cuda {
@@ -224,23 +225,22 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
-// kernel<<<grid, threads, 0, stream>>>(args...), with the programmatic-serialization attribute
-// when the device has it and the grid is at most `small` blocks (a large grid's waiting blocks
-// would hold places that the running grid's later waves need). kernel must begin with
-// pdl_enter(). Returns the launch status.
+// kernel<<<grid, threads, 0, c.stream>>>(args...), with the programmatic-serialization attribute
+// when c allows it (Context::pdl) and the grid is at most one block per SM (a larger grid's
+// waiting blocks would hold places that the running grid's later waves need). kernel must begin
+// with pdl_enter(). Returns the launch status.
 template <class... KArgs, class... Args>
-cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, int threads, bool pdl_capable, unsigned small,
-                       cudaStream_t stream, Args &&...args) {
+cudaError_t launch_pdl(const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads, Args &&...args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3((unsigned)threads);
   cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
+  cfg.stream = c.stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_capable && (uint64_t)grid.x * grid.y * grid.z <= small ? 1 : 0;
+  cfg.numAttrs = c.pdl && (uint64_t)grid.x * grid.y * grid.z <= (uint64_t)c.sm_count ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

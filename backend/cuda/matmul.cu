@@ -121,7 +121,7 @@ void launch_tiny(Context &c, const MatmulArgs &g) {
     t.beta = (Compute<T>)g.beta;
     const int64_t outputs = std::max(g.m * g.n, g.a_sums ? g.m : 0);
     const dim3 grid((unsigned)((outputs + kThreads - 1) / kThreads), (unsigned)g.batch);
-    MT_CUDA_CHECK(launch_pdl(tiny_gemm_kernel<T>, grid, kThreads, c.pdl, (unsigned)c.sm_count, c.stream, t));
+    MT_CUDA_CHECK(launch_pdl(c, tiny_gemm_kernel<T>, grid, kThreads, t));
     MT_CUDA_CHECK_LAUNCH("matmul");
   });
 }

@@ -43,9 +43,9 @@ void mse_backward(Context &c, void *dpred, void *dtarget, const void *pred, cons
   MT_CHECK(pred && target, INVALID_ARGUMENT, "cuda mse_backward: null input (pred=%p, target=%p)", pred, target);
   dispatch_float(dtype, "mse_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    MT_CUDA_CHECK(launch_pdl(mse_backward_kernel<T>, dim3(grid_1d(n, kThreads)), kThreads, c.pdl, (unsigned)c.sm_count,
-                             c.stream, static_cast<T *>(dpred), static_cast<T *>(dtarget), static_cast<const T *>(pred),
-                             static_cast<const T *>(target), static_cast<const T *>(dloss), n, (Compute<T>)scale));
+    MT_CUDA_CHECK(launch_pdl(c, mse_backward_kernel<T>, dim3(grid_1d(n, kThreads)), kThreads, static_cast<T *>(dpred),
+                             static_cast<T *>(dtarget), static_cast<const T *>(pred), static_cast<const T *>(target),
+                             static_cast<const T *>(dloss), n, (Compute<T>)scale));
     MT_CUDA_CHECK_LAUNCH("mse_backward");
   });
 }

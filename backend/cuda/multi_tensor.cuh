@@ -6,7 +6,8 @@
 // of tensor t. Each block owns one chunk of `chunk` elements of one tensor and finds its
 // tensor by binary search over block_start.
 //
-// defines: kMultiThreads, kMultiMaxTensors, kMultiChunk, table_tensor_of_block, for_chunk, for_each_table
+// defines: kMultiThreads, kMultiMaxTensors, kMultiChunk, table_tensor_of_block, chunk_bounds, for_chunk,
+//          for_each_table
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,13 @@ __device__ __forceinline__ int table_tensor_of_block(const Table &tab) {
     if (tab.block_start[mid] <= (int64_t)blockIdx.x) lo = mid; else hi = mid - 1;
   }
   return lo;
+}
+
+// This block's elements [begin, end) of tensor t (its chunk of `chunk` elements; the last is shorter).
+template <class Table>
+__device__ __forceinline__ void chunk_bounds(const Table &tab, int t, int64_t chunk, int64_t &begin, int64_t &end) {
+  begin = ((int64_t)blockIdx.x - tab.block_start[t]) * chunk;
+  end = min(begin + chunk, tab.n[t]);
 }
 
 // Walks elements [begin, end) of one chunk with the block's threads: while `aligned` (every

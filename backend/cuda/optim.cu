@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(kThreads) sgd_kernel(const __grid_constant__ S
   T *v = static_cast<T *>(tab.v[t]);
   if (h.lr_device) h.lr = (A)*h.lr_device;
   const bool mom = h.momentum != A(0);
-  const int64_t begin = ((int64_t)blockIdx.x - tab.block_start[t]) * kChunk;
-  const int64_t end = min(begin + kChunk, tab.n[t]);
+  int64_t begin, end;
+  chunk_bounds(tab, t, kChunk, begin, end);
 
   int64_t rest = begin;
   constexpr int N = Pack<T>::N;
@@ -136,7 +136,7 @@ void launch_sgd_step(const SgdArgs &a) {
           tab.v[t] = mom ? a.velocity[i] : nullptr;
         },
         [&](const SgdTable &tab, unsigned blocks) {
-          MT_CUDA_CHECK(launch_pdl(sgd_kernel<T>, dim3(blocks), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, tab, h));
+          MT_CUDA_CHECK(launch_pdl(c, sgd_kernel<T>, dim3(blocks), kThreads, tab, h));
         });
   });
 }

@@ -265,13 +265,11 @@ void launch_rows_single(const char *op, TOut *out, const Src &src, int64_t rows,
   if (len <= kWarpRowMax) {
     constexpr auto kernel = reduce_rows_kernel<Src, TOut, true>;
     const unsigned grid = wave_grid<kernel>(c.sm_count, rows, kThreads / 32, kThreads);
-    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, src, rows, len,
-                             scale, beta));
+    MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(grid), kThreads, out, src, rows, len, scale, beta));
   } else {
     constexpr auto kernel = reduce_rows_kernel<Src, TOut, false>;
     const unsigned grid = wave_grid<kernel>(c.sm_count, rows, 1, kThreads);
-    MT_CUDA_CHECK(launch_pdl(kernel, dim3(grid), kThreads, c.pdl, (unsigned)c.sm_count, c.stream, out, src, rows, len,
-                             scale, beta));
+    MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(grid), kThreads, out, src, rows, len, scale, beta));
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }
