@@ -144,7 +144,13 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, cons
       if (moved) { yl = transpose(y, d, -1); gl = transpose(g, d, -1); }
       int64_t cols = yl->ndim() ? yl->shape.back() : 1, rows = cols ? yl->numel() / cols : 0;
       Ref dx = empty(yl->shape, yl->dtype, yl->device);
-      if (yl->numel()) yl->backend().softmax_backward(dx->data(), yl->data(), gl->data(), rows, cols, yl->dtype, log);
+      if (!yl->numel()) {
+      } else if (node.ints.size() == 3) {  // causal_softmax's: ints {last dim, t, offset}
+        yl->backend().causal_softmax_backward(dx->data(), yl->data(), gl->data(), rows, cols, node.ints[1],
+                                              node.ints[2], yl->dtype);
+      } else {
+        yl->backend().softmax_backward(dx->data(), yl->data(), gl->data(), rows, cols, yl->dtype, log);
+      }
       grads[0] = moved ? transpose(dx, d, -1) : dx;
       break;
     }

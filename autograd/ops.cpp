@@ -531,7 +531,8 @@ Ref causal_softmax(const Ref &x, int64_t offset) {
   const int64_t t = x->shape[x->ndim() - 2], cols = x->shape.back(), rows = cols ? x->numel() / cols : 0;
   Ref y = empty(x->shape, x->dtype, x->device);
   if (x->numel()) x->backend().causal_softmax(y->data(), x->data(), rows, cols, t, offset, x->dtype);
-  return record(Op::SOFTMAX, y, {x}, 0, {x->ndim() - 1});  // the backward of softmax along the last dim
+  // The backward of softmax along the last dim; t and offset let it skip the masked columns.
+  return record(Op::SOFTMAX, y, {x}, 0, {x->ndim() - 1, t, offset});
 }
 Ref log_softmax(const Ref &x, int64_t dim) { return softmax_impl(x, dim, true); }
 

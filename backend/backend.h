@@ -193,9 +193,13 @@ class Backend {
   // The causal attention's mask and softmax in one pass: x viewed as [rows, cols], row r the
   // query i = r % t (rows a multiple of t), offset >= 0: y[r, j] = softmax over the columns
   // j <= i + offset of x[r, j] (the CPU's double row statistics), 0 for j > i + offset, which
-  // is softmax(masked_fill(x, mask, -inf)) without the mask; its backward is softmax_backward.
+  // is softmax(masked_fill(x, mask, -inf)) without the mask.
   virtual void causal_softmax(void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset,
                               DType dtype);
+  // Its backward: softmax_backward of y, which a backend may skip reading past each row's
+  // visible columns (y is 0 there, and so is dx). The default is softmax_backward.
+  virtual void causal_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, int64_t t,
+                                       int64_t offset, DType dtype);
   // dx (written) from the forward output y and dy: softmax: y * (dy - sum(dy * y));
   // log_softmax: dy - exp(y) * sum(dy).
   virtual void softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType dtype,

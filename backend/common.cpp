@@ -91,6 +91,10 @@ void matmul_extras(Backend &be, const MatmulArgs &g) {
   fail(Code::UNSUPPORTED, "%s is not implemented on the %s backend", what, device_name_short(device()))
 void Backend::arange(void *, int64_t, DType, double, double) { MT_UNSUPPORTED("arange"); }
 void Backend::softmax(void *, const void *, int64_t, int64_t, DType, bool) { MT_UNSUPPORTED("softmax"); }
+void Backend::causal_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, int64_t,
+                                      int64_t, DType dtype) {
+  softmax_backward(dx, y, dy, rows, cols, dtype, false);
+}
 void Backend::softmax_backward(void *, const void *, const void *, int64_t, int64_t, DType, bool) {
   MT_UNSUPPORTED("softmax backward");
 }

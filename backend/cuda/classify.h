@@ -52,6 +52,8 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 
 void causal_softmax(Context &c, void *y, const void *x, int64_t rows, int64_t cols, int64_t t, int64_t offset,
                     DType dtype);
+void causal_softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
+                             int64_t t, int64_t offset, DType dtype);
 
 // adam.cu
 void adam_step(Context &c, const AdamArgs &args);

@@ -20,10 +20,6 @@
 namespace mt {
 namespace cuda {
 
-namespace {
-constexpr int64_t kCublasWorkspaceBytes = 32ll << 20;
-}
-
 void cuda_fail(cudaError_t err, const char *what, const char *file, int line) {
   (void)cudaGetLastError();  // reset the thread's non-sticky error slot
   if (err == cudaErrorMemoryAllocation)
@@ -64,6 +60,7 @@ Context::Context() {
   sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
   cc_major = prop.major;
   pdl = cc_major >= 9 && !std::getenv("MT_CUDA_NO_PDL");
+  lt_epilogues = !std::getenv("MT_CUDA_NO_LT_EPILOGUE");
 
   int pools = 0;
   MT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
@@ -82,6 +79,7 @@ Context::Context() {
   // cublasSetStream resets the workspace to cuBLAS's own, so the stream goes first.
   MT_CUBLAS_CHECK(cublasSetStream(cublas, stream));
   MT_CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace_, (size_t)kCublasWorkspaceBytes));
+  MT_CUBLAS_CHECK(cublasLtCreate(&cublas_lt));
 }
 
 void *Context::alloc(int64_t nbytes) {

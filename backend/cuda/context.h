@@ -20,6 +20,7 @@
 //          MT_CUBLAS_CHECK, NvtxRange, PoolBuffer, grid_1d
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
@@ -79,11 +80,15 @@ class Context {
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublas_lt = nullptr;  // products with a fused bias or bias-gradient epilogue
   int sm_count = 1;
   int cc_major = 0;  // compute capability major (9: Hopper; thread-block clusters from 9 on)
   // Whether launch_pdl (kernel_utils.cuh) may use programmatic dependent launch: compute
   // capability 9 and later, unless MT_CUDA_NO_PDL is set in the environment (for comparisons).
   bool pdl = false;
+  // Whether launch_matmul may fuse MatmulArgs' bias into a cuBLASLt epilogue: unless
+  // MT_CUDA_NO_LT_EPILOGUE is set in the environment (for comparisons).
+  bool lt_epilogues = true;
   std::string name;
 
   // User-visible allocations: tracked so live_bytes() is exact and free() can
@@ -103,6 +108,9 @@ class Context {
   void capture_begin();
   cudaGraphExec_t capture_end();  // instantiated with auto-free-on-launch
   bool capturing() const { return capturing_; }
+  // The workspace that cuBLAS and cuBLASLt share (their calls are ordered on `stream`).
+  void *cublas_workspace() const { return cublas_workspace_; }
+  static constexpr int64_t kCublasWorkspaceBytes = 32ll << 20;
   // What the graph recorded last holds, by node kind (kernels are the launches of the recorded
   // work, cuBLAS's and CUB's included): filled by capture_end, read by mt_study_graph_nodes.
   enum GraphNodeKind { kKernelNodes, kMemcpyNodes, kMemsetNodes, kAllocNodes, kFreeNodes, kOtherNodes, kNodeKinds };

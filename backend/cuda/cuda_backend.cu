@@ -144,6 +144,10 @@ class CudaBackend final : public Backend {
                       DType dtype) override {
     cuda::causal_softmax(ctx_, y, x, rows, cols, t, offset, dtype);
   }
+  void causal_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, int64_t t,
+                               int64_t offset, DType dtype) override {
+    cuda::causal_softmax_backward(ctx_, dx, y, dy, rows, cols, t, offset, dtype);
+  }
   void clip_grad_norm(void *norm, void *const *grads, const int64_t *numel, int64_t count, DType dtype,
                       double max_norm, double eps) override {
     cuda::clip_grad_norm(ctx_, norm, grads, numel, count, dtype, max_norm, eps);

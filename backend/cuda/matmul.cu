@@ -23,10 +23,21 @@
 // a_sums (MatmulArgs' extras) in the same launch. Such a layer is all launch latency: inside
 // a recorded training step each launch is a graph node of ~1.5-2 us, and the linear layer's
 // forward (product and bias) and its weight and bias gradients each become one node instead
-// of two. Larger products take cuBLAS; launch_matmul then returns false and the backend does
-// the extras as separate passes (matmul_extras).
+// of two.
+//
+// Larger float32 single products with a bias go to cuBLASLt with the bias as the GEMM's
+// epilogue (CUBLASLT_EPILOGUE_BIAS: the bias runs along the rows of the column-major (n, m)
+// result), so a linear layer's bias costs no pass over its output. Where cuBLASLt offers no
+// algorithm (cached per shape, types and alignment), or with MT_CUDA_NO_LT_EPILOGUE set, the
+// product takes cuBLAS; launch_matmul then returns false and the backend does the extras as
+// separate passes (matmul_extras). a_sums stays a separate pass: cuBLASLt's bias-gradient
+// epilogue (BGRADB) ran as a kernel of its own after the product, and a char-GPT training step
+// was slower with it than with the column sums of sum_reduce (docs/benchmarks.md).
 #include <algorithm>
 #include <climits>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -126,6 +137,102 @@ void launch_tiny(Context &c, const MatmulArgs &g) {
   });
 }
 
+// A cuBLASLt plan for the products with a bias of one shape, operations, types and operand
+// alignment. A plan whose heuristic offered no algorithm is kept too (found = false), so the
+// question is asked once.
+struct LtKey {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  int32_t type, compute;
+  uint32_t align_a, align_b, align_c;
+  bool operator==(const LtKey &o) const {
+    return m == o.m && n == o.n && k == o.k && trans_a == o.trans_a && trans_b == o.trans_b &&
+           type == o.type && compute == o.compute && align_a == o.align_a &&
+           align_b == o.align_b && align_c == o.align_c;
+  }
+};
+
+struct LtKeyHash {
+  size_t operator()(const LtKey &key) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t v : {(uint64_t)key.m, (uint64_t)key.n, (uint64_t)key.k,
+                       (uint64_t)key.trans_a << 1 | (uint64_t)key.trans_b, (uint64_t)key.type,
+                       (uint64_t)key.compute,
+                       (uint64_t)key.align_a << 40 | (uint64_t)key.align_b << 20 | key.align_c})
+      h = (h ^ v) * 1099511628211ull;
+    return (size_t)h;
+  }
+};
+
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;  // B, A and C, column-major
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+};
+
+// The largest power of two up to 256 that divides the address (cuBLASLt's alignment classes).
+uint32_t alignment(const void *p) {
+  const uintptr_t v = (uintptr_t)p;
+  return v ? (uint32_t)std::min<uintptr_t>(256, v & (~v + 1)) : 256;
+}
+
+LtPlan make_lt_plan(const Context &c, const LtKey &key, cudaDataType_t type) {
+  LtPlan plan;
+  const cublasOperation_t op_b = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, (cublasComputeType_t)key.compute, CUDA_R_32F));
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  // The stored (not transposed) matrices, column-major: see the top of the file.
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.first, type, key.trans_b ? key.k : key.n,
+                                             key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n));
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.second, type, key.trans_a ? key.m : key.k,
+                                             key.trans_a ? key.k : key.m, key.trans_a ? key.m : key.k));
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.out, type, key.n, key.m, key.n));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t workspace = (uint64_t)Context::kCublasWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.align_b, sizeof key.align_b);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.align_a, sizeof key.align_a);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_c, sizeof key.align_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_c, sizeof key.align_c);
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.cublas_lt, plan.op, plan.first, plan.second, plan.out,
+                                                           plan.out, pref, 1, &result, &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  plan.found = st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan.found) plan.algo = result.algo;
+  return plan;
+}
+
+// Runs the product with its bias fused as a cuBLASLt epilogue; false (nothing done) where
+// cuBLASLt offers no algorithm for it.
+bool launch_lt_bias(Context &c, const MatmulArgs &g, cudaDataType_t type, cublasComputeType_t compute,
+                    const float *alpha, const float *beta) {
+  static std::mutex mu;
+  static std::unordered_map<LtKey, LtPlan, LtKeyHash> plans;  // process-wide, like the context
+  const void *bias = g.bias;
+  if (alignment(bias) < 16) return false;  // the bias has no alignment preference of its own
+  const LtKey key{g.m, g.n, g.k, g.trans_a, g.trans_b, (int32_t)type, (int32_t)compute,
+                  alignment(g.a), alignment(g.b), alignment(g.c)};
+  std::lock_guard<std::mutex> lock(mu);  // the plan's descriptor carries this call's bias
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_lt_plan(c, key, type)).first;
+  const LtPlan &plan = it->second;
+  if (!plan.found) return false;
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  MT_CUBLAS_CHECK(cublasLtMatmul(c.cublas_lt, plan.op, alpha, g.b, plan.first, g.a, plan.second, beta, g.c, plan.out,
+                                 g.c, plan.out, &plan.algo, c.cublas_workspace(),
+                                 (size_t)Context::kCublasWorkspaceBytes, c.stream));
+  return true;
+}
+
 }  // namespace
 
 bool launch_matmul(const MatmulArgs &g) {
@@ -183,6 +290,9 @@ bool launch_matmul(const MatmulArgs &g) {
   const int64_t ld_c = g.n;
 
   const float alpha32 = (float)g.alpha, beta32 = (float)g.beta;
+  if (c.lt_epilogues && g.batch == 1 && g.bias && !g.a_sums && g.dtype == DType::F32 &&
+      launch_lt_bias(c, g, type, compute, &alpha32, &beta32))
+    return true;
   const double alpha64 = g.alpha, beta64 = g.beta;
   const void *alpha = g.dtype == DType::F64 ? (const void *)&alpha64 : (const void *)&alpha32;
   const void *beta = g.dtype == DType::F64 ? (const void *)&beta64 : (const void *)&beta32;

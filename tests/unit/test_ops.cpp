@@ -142,40 +142,51 @@ TEST_CASE("linear is x W^T + b") {
 // with separate passes, with and without the weight's gradient, and with zero input features
 // (the bias gradient is still the column sums of dy).
 TEST_CASE("linear forward and gradients against a double reference") {
+  // Shapes on each side of CUDA's tiny-product kernel (k <= 64, <= 16384 outputs), the larger
+  // ones through cuBLASLt's bias epilogue, with x and b also as views one element into larger
+  // tensors (off = 1), whose misaligned addresses take the unfused path.
   LeakGuard lg;
   std::mt19937_64 rng(71);
-  struct Case { int64_t m, k, n; bool w_grad; };
+  struct Case { int64_t m, k, n; bool w_grad; int64_t off; };
   for (mt_dtype dt : {MT_F64, MT_F32})
-    for (Case c : {Case{4, 2, 4, true}, Case{4, 4, 1, true}, Case{51, 33, 65, true}, Case{96, 100, 70, true},
-                   Case{6, 3, 5, false}, Case{5, 0, 3, true}}) {
-      CAPTURE(c.m); CAPTURE(c.k); CAPTURE(c.n); CAPTURE((int)dt);
-      Vec xv = randvec(rng, c.m * c.k), wv = randvec(rng, c.n * c.k), bv = randvec(rng, c.n), rv = randvec(rng, c.m * c.n);
-      H x = make(xv, {c.m, c.k}, dt), w = make(wv, {c.n, c.k}, dt), b = make(bv, {c.n}, dt), r = make(rv, {c.m, c.n}, dt);
-      for (mt_tensor *t : {x.get(), b.get()}) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(t, 1));
+    for (Case c : {Case{4, 2, 4, true, 0}, Case{4, 4, 1, true, 0}, Case{51, 33, 65, true, 0},
+                   Case{96, 100, 70, true, 0}, Case{300, 128, 384, true, 0}, Case{300, 128, 384, true, 1},
+                   Case{97, 101, 67, true, 1}, Case{6, 3, 5, false, 0}, Case{5, 0, 3, true, 0}}) {
+      CAPTURE(c.m); CAPTURE(c.k); CAPTURE(c.n); CAPTURE(c.off); CAPTURE((int)dt);
+      Vec xv = randvec(rng, (c.m + c.off) * c.k), wv = randvec(rng, c.n * c.k), bv = randvec(rng, c.n + c.off),
+          rv = randvec(rng, c.m * c.n);
+      H xb = make(xv, {c.m + c.off, c.k}, dt), w = make(wv, {c.n, c.k}, dt), bb = make(bv, {c.n + c.off}, dt),
+        r = make(rv, {c.m, c.n}, dt), x, b;
+      for (mt_tensor *t : {xb.get(), bb.get()}) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(t, 1));
       if (c.w_grad) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(w, 1));
+      MT_OK_OR_FAIL(mt_slice(x.out(), xb, 0, c.off, c.m + c.off));
+      MT_OK_OR_FAIL(mt_slice(b.out(), bb, 0, c.off, c.n + c.off));
       H y, yr, l, gx, gw, gb;
       MT_OK_OR_FAIL(mt_linear(y.out(), x, w, b));
       MT_OK_OR_FAIL(mt_mul(yr.out(), y, r));  // d loss / dy = r
       MT_OK_OR_FAIL(mt_sum(l.out(), yr));
       MT_OK_OR_FAIL(mt_backward(l));
-      Vec ry((size_t)(c.m * c.n)), rx((size_t)(c.m * c.k), 0.0), rw((size_t)(c.n * c.k), 0.0), rb((size_t)c.n, 0.0);
+      // References over the whole base tensors: their first c.off rows get no gradient.
+      const int64_t xo = c.off * c.k, bo = c.off;
+      Vec ry((size_t)(c.m * c.n)), rx((size_t)((c.m + c.off) * c.k), 0.0), rw((size_t)(c.n * c.k), 0.0),
+          rb((size_t)(c.n + c.off), 0.0);
       for (int64_t i = 0; i < c.m; i++)
         for (int64_t j = 0; j < c.n; j++) {
-          double acc = bv[(size_t)j], g = rv[(size_t)(i * c.n + j)];
+          double acc = bv[(size_t)(bo + j)], g = rv[(size_t)(i * c.n + j)];
           for (int64_t p = 0; p < c.k; p++) {
-            acc += xv[(size_t)(i * c.k + p)] * wv[(size_t)(j * c.k + p)];
-            rx[(size_t)(i * c.k + p)] += g * wv[(size_t)(j * c.k + p)];
-            rw[(size_t)(j * c.k + p)] += g * xv[(size_t)(i * c.k + p)];
+            acc += xv[(size_t)(xo + i * c.k + p)] * wv[(size_t)(j * c.k + p)];
+            rx[(size_t)(xo + i * c.k + p)] += g * wv[(size_t)(j * c.k + p)];
+            rw[(size_t)(j * c.k + p)] += g * xv[(size_t)(xo + i * c.k + p)];
           }
           ry[(size_t)(i * c.n + j)] = acc;
-          rb[(size_t)j] += g;
+          rb[(size_t)(bo + j)] += g;
         }
       const double tol = dt == MT_F64 ? 1e-13 : 2e-6;  // relative, over the whole tensor
       CHECK(rel_err(values(y), ry) < tol);
-      MT_OK_OR_FAIL(mt_tensor_grad(gb.out(), b));
+      MT_OK_OR_FAIL(mt_tensor_grad(gb.out(), bb));
       CHECK(rel_err(values(gb), rb) < tol);
       if (c.k) {
-        MT_OK_OR_FAIL(mt_tensor_grad(gx.out(), x));
+        MT_OK_OR_FAIL(mt_tensor_grad(gx.out(), xb));
         CHECK(rel_err(values(gx), rx) < tol);
       }
       MT_OK_OR_FAIL(mt_tensor_grad(gw.out(), w));
