@@ -10,8 +10,11 @@ namespace mt {
 
 bool rule_takes_unit_seed(Op op) { return op == Op::MSE_LOSS || op == Op::CROSS_ENTROPY || op == Op::NLL_LOSS; }
 bool rule_adds_into_owned(Op op) { return op == Op::SLICE; }
+// LAYER_NORM's x: where a residual stream meets its LayerNorm (each fused add + LayerNorm), the
+// sum goes through the LayerNorm backward's kernel instead of a separate add.
+bool rule_adds_prior(Op op, size_t input) { return op == Op::LAYER_NORM && input == 0; }
 
-void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &owned) {
+void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &prior) {
   using namespace ops;
   const std::vector<Ref> &in = node.in;
   auto need = [&](size_t i) { return i < in.size() && in[i] && in[i]->requires_grad; };
@@ -200,12 +203,12 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, cons
       int64_t d = node.ints[0], start = node.ints[1], len = node.ints[2], outer = 1, inner = 1;
       for (int64_t k = 0; k < d; k++) outer *= x->shape[(size_t)k];
       for (int64_t k = d + 1; k < x->ndim(); k++) inner *= x->shape[(size_t)k];
-      if (owned[0] && outer == 1) {
+      if (prior[0] && outer == 1) {
         // x's gradient so far is the walk's alone and the slice's region of it is contiguous
         // (no dim before the sliced one is larger than 1): one add over the region instead of
         // a zero tensor of x's shape, a copy into it and an add over all of x. The same sums in
         // the same order (0 + g is g), so the same bits.
-        const Ref &acc = owned[0];
+        const Ref &acc = prior[0];
         if (g->numel()) {
           char *region = (char *)acc->data() + start * inner * dtype_size(x->dtype);
           const Shape flat{len * inner};
@@ -294,7 +297,7 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, cons
       break;
     case Op::LAYER_NORM:
     case Op::GELU:
-      backward_fused(node, g, grads);
+      backward_fused(node, g, grads, prior);
       break;
     case Op::FLASH_ATTENTION:
       backward_attention(node, g, grads);

@@ -62,19 +62,24 @@ void backward(const Ref &loss);
 
 // Computes the gradients of node's inputs from g, the gradient of its output.
 // grads[i] is left null for inputs that need none. Defined in backward.cpp.
-// owned[i], when not null, is input i's gradient accumulated so far, held by the backward walk
-// alone (no other tensor or entry shares it or its storage; the input's shape, dtype and
-// device): the rule may add its contribution into it in place and return it as grads[i], which
-// the walk then keeps as is instead of adding again. The walk fills owned only for the ops of
-// rule_adds_into_owned (the others get nulls).
-void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &owned);
+// prior[i], when not null, is input i's gradient accumulated so far (with the input's shape,
+// dtype and device), filled by the walk only for two kinds of ops (the others get nulls):
+//   rule_adds_into_owned: only when the walk alone holds it (no other tensor or entry shares it
+//     or its storage). The rule may add its contribution into it in place and return it as
+//     grads[i], which the walk then keeps as is instead of adding again.
+//   rule_adds_prior (per input): whenever there is one. The rule must return grads[i] = prior[i] + its
+//     contribution as a new tensor (prior[i] unchanged), which the walk keeps in place of
+//     prior[i]: the sum costs no pass of its own when the rule's kernel adds it on the way.
+void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &prior);
 bool rule_adds_into_owned(Op op);
+bool rule_adds_prior(Op op, size_t input);
 // Whether op's rule accepts a null g meaning a gradient of 1 (the fused losses: mse_loss,
 // cross_entropy, nll_loss), so that the walk need not write the seed when op made the loss.
 bool rule_takes_unit_seed(Op op);
 // The rules of the op families that live in their own files, called by backward_rule.
 void backward_cnn(const Node &node, const Ref &g, std::vector<Ref> &grads);        // ops_cnn.cpp
-void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads);      // ops_fused.cpp
+void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads,
+                    const std::vector<Ref> &prior);                                // ops_fused.cpp
 void backward_attention(const Node &node, const Ref &g, std::vector<Ref> &grads);  // ops_attention.cpp
 void backward_fusions(const Node &node, const Ref &g, std::vector<Ref> &grads);    // ops_fusions.cpp
 

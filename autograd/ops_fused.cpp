@@ -40,24 +40,25 @@ Ref causal_mask(int64_t T, int64_t S, Device device) {
 
 }  // namespace ops
 
-void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads) {
+void backward_fused(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &prior) {
   using namespace ops;
   const std::vector<Ref> &in = node.in;
   auto need = [&](size_t i) { return i < in.size() && in[i] && in[i]->requires_grad; };
   switch (node.op) {
-    case Op::LAYER_NORM: {  // dx, dgamma, dbeta in one backward call (backend.h has the formulas)
-      const Ref &x = in[0], &gamma = in[1];
+    case Op::LAYER_NORM: {  // dx (plus x's prior gradient), dgamma, dbeta in one backward call (backend.h)
+      const Ref &x = in[0], &gamma = in[1], &dx_add = prior[0];
       MT_ASSERT(node.saved.size() == 2);
       const int64_t d = x->shape.back(), rows = d ? x->numel() / d : 0;
       Ref dx = need(0) ? empty(x->shape, x->dtype, x->device) : nullptr;
       Ref dgamma = need(1) ? empty({d}, x->dtype, x->device) : nullptr;
       Ref dbeta = need(2) ? empty({d}, x->dtype, x->device) : nullptr;
       if (rows && d) {
-        x->backend().layer_norm_backward(dx ? dx->data() : nullptr, dgamma ? dgamma->data() : nullptr,
+        x->backend().layer_norm_backward(dx ? dx->data() : nullptr, dx && dx_add ? dx_add->data() : nullptr,
+                                         dgamma ? dgamma->data() : nullptr,
                                          dbeta ? dbeta->data() : nullptr, g->data(), x->data(),
                                          node.saved[0]->data(), node.saved[1]->data(),
                                          gamma ? gamma->data() : nullptr, rows, d, x->dtype);
-      } else {  // no rows: the parameter gradients are sums of nothing
+      } else {  // no rows: the parameter gradients are sums of nothing (and dx is empty)
         for (const Ref *p : {&dgamma, &dbeta})
           if (*p && d) (*p)->backend().fill((*p)->data(), d, x->dtype, 0.0);
       }

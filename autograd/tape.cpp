@@ -37,16 +37,16 @@ void accumulate(std::unordered_map<Tensor *, Ref> &grads, Tensor *key, Ref g) {
   else it->second = ops::binary(Binary::ADD, it->second, g);
 }
 
-// x's gradient accumulated so far when this walk alone holds it (no other tensor or map entry
-// holds it or its storage) with x's shape, dtype and device; else null. A rule may add into it.
-Ref owned_gradient(const Ref &x, const std::unordered_map<Tensor *, Ref> &grads) {
+// x's gradient accumulated so far, with x's shape, dtype and device; else null. When `owned`,
+// only if this walk alone holds it (no other tensor or map entry holds it or its storage), so
+// that a rule may add into it.
+Ref prior_gradient(const Ref &x, const std::unordered_map<Tensor *, Ref> &grads, bool owned) {
   if (!x || !x->requires_grad) return Ref();
   auto it = grads.find(x.get());
   if (it == grads.end()) return Ref();
   const Ref &acc = it->second;
-  if (acc->refs.load() != 1 || acc->storage.use_count() != 1 || acc->shape != x->shape || acc->dtype != x->dtype ||
-      acc->device != x->device)
-    return Ref();
+  if (acc->shape != x->shape || acc->dtype != x->dtype || acc->device != x->device) return Ref();
+  if (owned && (acc->refs.load() != 1 || acc->storage.use_count() != 1)) return Ref();
   return acc;
 }
 
@@ -81,7 +81,7 @@ void backward(const Ref &loss) {
   // writing the seed: one launch fewer per step on a device.
   grads.emplace(loss.get(), rule_takes_unit_seed(root->op) ? Ref()
                                                            : ops::full(loss->shape, 1.0, loss->dtype, loss->device));
-  std::vector<Ref> in_grads, owned;
+  std::vector<Ref> in_grads, prior;
   for (size_t i = t_tape.size(); i-- > 0;) {
     const Node &node = t_tape[i];
     auto it = grads.find(node.out.get());
@@ -89,18 +89,23 @@ void backward(const Ref &loss) {
     Ref g = std::move(it->second);
     grads.erase(it);
     in_grads.assign(node.in.size(), Ref());
-    owned.assign(node.in.size(), Ref());
-    if (rule_adds_into_owned(node.op))
-      for (size_t k = 0; k < node.in.size(); k++) owned[k] = owned_gradient(node.in[k], grads);
-    backward_rule(node, g, in_grads, owned);
+    prior.assign(node.in.size(), Ref());
+    const bool in_place = rule_adds_into_owned(node.op);
+    for (size_t k = 0; k < node.in.size(); k++)
+      if (in_place || rule_adds_prior(node.op, k)) prior[k] = prior_gradient(node.in[k], grads, in_place);
+    backward_rule(node, g, in_grads, prior);
     for (size_t k = 0; k < node.in.size(); k++) {
       const Ref &x = node.in[k];
       if (!x || !x->requires_grad || !in_grads[k]) continue;
-      if (owned[k] && in_grads[k].get() == owned[k].get()) continue;  // added in place, already in grads
+      if (in_place && prior[k] && in_grads[k].get() == prior[k].get()) continue;  // added in place, already in grads
       MT_CHECK(in_grads[k]->shape == x->shape && in_grads[k]->dtype == x->dtype, INTERNAL,
                "internal error, please report: backward of %s gave input %zu a gradient of %s %s, expected %s %s",
                op_name(node.op), k, dtype_name(in_grads[k]->dtype), shape_str(in_grads[k]->shape).c_str(),
                dtype_name(x->dtype), shape_str(x->shape).c_str());
+      if (!in_place && prior[k]) {  // rule_adds_prior: the rule's gradient already includes the prior one
+        grads[x.get()] = std::move(in_grads[k]);
+        continue;
+      }
       accumulate(grads, x.get(), std::move(in_grads[k]));
     }
   }

@@ -354,12 +354,14 @@ class Backend {
   virtual void layer_norm(void *y, void *mean, void *rstd, const void *x, const void *gamma, const void *beta,
                           int64_t rows, int64_t d, double eps, DType dtype);
   // From dy, x and the saved mean / rstd, with xhat = (x - mean) rstd and g = dy * gamma:
-  //   dx (written; may be null) = rstd (g - mean_row(g) - xhat mean_row(g xhat)),
+  //   dx (written; may be null) = rstd (g - mean_row(g) - xhat mean_row(g xhat)), plus
+  //     dx_add [rows, d] when it is not null (the gradient x already has from its other uses,
+  //     added before rounding: the tape's accumulation without a pass of its own),
   //   dgamma = sum_rows dy xhat, dbeta = sum_rows dy (written, [d]; either may be null).
   // Deterministic: the same bits on every run of one shape on one device (no float atomics).
-  virtual void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
-                                   const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d,
-                                   DType dtype);
+  virtual void layer_norm_backward(void *dx, const void *dx_add, void *dgamma, void *dbeta, const void *dy,
+                                   const void *x, const void *mean, const void *rstd, const void *gamma, int64_t rows,
+                                   int64_t d, DType dtype);
   // y[i] (written) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), torch's approximate='tanh';
   // dx[i] (written) = dy[i] * gelu'(x[i]).
   virtual void gelu(void *y, const void *x, int64_t n, DType dtype);

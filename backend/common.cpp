@@ -213,8 +213,8 @@ void Backend::layer_norm(void *, void *, void *, const void *, const void *, con
                          DType) {
   MT_FUSED_UNSUPPORTED("layer_norm");
 }
-void Backend::layer_norm_backward(void *, void *, void *, const void *, const void *, const void *, const void *,
-                                  const void *, int64_t, int64_t, DType) {
+void Backend::layer_norm_backward(void *, const void *, void *, void *, const void *, const void *, const void *,
+                                  const void *, const void *, int64_t, int64_t, DType) {
   MT_FUSED_UNSUPPORTED("layer_norm backward");
 }
 void Backend::gelu(void *, const void *, int64_t, DType) { MT_FUSED_UNSUPPORTED("gelu"); }

@@ -489,9 +489,10 @@ class CpuBackend final : public Backend {
                   int64_t d, double eps, DType dt) override {
     cpu::layer_norm(y, mean, rstd, x, gamma, beta, rows, d, eps, dt);
   }
-  void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
-                           const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dt) override {
-    cpu::layer_norm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, d, dt);
+  void layer_norm_backward(void *dx, const void *dx_add, void *dgamma, void *dbeta, const void *dy, const void *x,
+                           const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d,
+                           DType dt) override {
+    cpu::layer_norm_backward(dx, dx_add, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, d, dt);
   }
   void gelu(void *y, const void *x, int64_t n, DType dt) override { cpu::gelu(y, x, n, dt); }
   void gelu_backward(void *dx, const void *dy, const void *x, int64_t n, DType dt) override {

@@ -50,8 +50,8 @@ void layer_norm_t(T *y, T *mean, T *rstd, const T *x, const T *gamma, const T *b
 }
 
 template <class T>
-void layer_norm_backward_t(T *dx, T *dgamma, T *dbeta, const T *dy, const T *x, const T *mean, const T *rstd,
-                           const T *gamma, int64_t rows, int64_t d) {
+void layer_norm_backward_t(T *dx, const T *dx_add, T *dgamma, T *dbeta, const T *dy, const T *x, const T *mean,
+                           const T *rstd, const T *gamma, int64_t rows, int64_t d) {
   std::vector<double> dg(dgamma ? (size_t)d : 0, 0.0), db(dbeta ? (size_t)d : 0, 0.0);
   for (int64_t r = 0; r < rows; r++) {
     const T *xr = x + r * d, *dyr = dy + r * d;
@@ -70,7 +70,8 @@ void layer_norm_backward_t(T *dx, T *dgamma, T *dbeta, const T *dy, const T *x, 
     }
     sg /= (double)d;
     sgx /= (double)d;
-    for (int64_t c = 0; c < d; c++) dx[r * d + c] = (T)(rs * (g(c) - sg - xhat(c) * sgx));
+    for (int64_t c = 0; c < d; c++)
+      dx[r * d + c] = (T)(rs * (g(c) - sg - xhat(c) * sgx) + (dx_add ? (double)dx_add[r * d + c] : 0.0));
   }
   for (int64_t c = 0; c < d; c++) {
     if (dgamma) dgamma[c] = (T)dg[(size_t)c];
@@ -111,14 +112,15 @@ void layer_norm(void *y, void *mean, void *rstd, const void *x, const void *gamm
                (const double *)beta, rows, d, eps);
 }
 
-void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
-                         const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dtype) {
+void layer_norm_backward(void *dx, const void *dx_add, void *dgamma, void *dbeta, const void *dy, const void *x,
+                         const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dtype) {
   require_float(dtype, "layer_norm backward");
   if (dtype == DType::F32)
-    return layer_norm_backward_t((float *)dx, (float *)dgamma, (float *)dbeta, (const float *)dy, (const float *)x,
-                                 (const float *)mean, (const float *)rstd, (const float *)gamma, rows, d);
-  layer_norm_backward_t((double *)dx, (double *)dgamma, (double *)dbeta, (const double *)dy, (const double *)x,
-                        (const double *)mean, (const double *)rstd, (const double *)gamma, rows, d);
+    return layer_norm_backward_t((float *)dx, (const float *)dx_add, (float *)dgamma, (float *)dbeta,
+                                 (const float *)dy, (const float *)x, (const float *)mean, (const float *)rstd,
+                                 (const float *)gamma, rows, d);
+  layer_norm_backward_t((double *)dx, (const double *)dx_add, (double *)dgamma, (double *)dbeta, (const double *)dy,
+                        (const double *)x, (const double *)mean, (const double *)rstd, (const double *)gamma, rows, d);
 }
 
 void gelu(void *y, const void *x, int64_t n, DType dtype) {

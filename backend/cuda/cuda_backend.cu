@@ -225,9 +225,10 @@ class CudaBackend final : public Backend {
                   int64_t d, double eps, DType dt) override {
     cuda::layer_norm(ctx_, y, mean, rstd, x, gamma, beta, rows, d, eps, dt);
   }
-  void layer_norm_backward(void *dx, void *dgamma, void *dbeta, const void *dy, const void *x, const void *mean,
-                           const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dt) override {
-    cuda::layer_norm_backward(ctx_, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, d, dt);
+  void layer_norm_backward(void *dx, const void *dx_add, void *dgamma, void *dbeta, const void *dy, const void *x,
+                           const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d,
+                           DType dt) override {
+    cuda::layer_norm_backward(ctx_, dx, dx_add, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, d, dt);
   }
   void gelu(void *y, const void *x, int64_t n, DType dt) override { cuda::gelu(ctx_, y, x, n, dt); }
   void gelu_backward(void *dx, const void *dy, const void *x, int64_t n, DType dt) override {

@@ -354,8 +354,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // (cached) dx: x and dy of the row held in registers (G * PL * N >= d, d % N == 0).
 template <class T, int PL, bool BLOCK>
 __global__ void __launch_bounds__(BLOCK ? kCachedBlockThreads : kRowThreads)
-    ln_bwd_vec_kernel(T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd, const T *gamma,
-                      int64_t rows, int64_t d, int G) {
+    ln_bwd_vec_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd,
+                      const T *gamma, int64_t rows, int64_t d, int G) {
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   __shared__ A red[32];
@@ -388,13 +388,13 @@ __global__ void __launch_bounds__(BLOCK ? kCachedBlockThreads : kRowThreads)
     for (int k = 0; k < PL; ++k) {
       const int64_t p = grp.sub + (int64_t)k * grp.G;
       if (valid && p < packs) {
-        const Pack<T> w = pack_or(gamma, p * N, 1.f);
+        const Pack<T> w = pack_or(gamma, p * N, 1.f), add = pack_or(dx_add, r * d + p * N, 0.f);
         Pack<T> o;
 #pragma unroll
         for (int j = 0; j < N; ++j) {
           const A g = to_compute(vd[k].v[j]) * to_compute(w.v[j]);
           const A xh = (to_compute(vx[k].v[j]) - m) * rs;
-          o.v[j] = from_compute<T>(rs * (g - sg - xh * sgx));
+          o.v[j] = from_compute<T>(rs * (g - sg - xh * sgx) + to_compute(add.v[j]));
         }
         store128(dx + r * d + p * N, o);
       }
@@ -406,8 +406,8 @@ __global__ void __launch_bounds__(BLOCK ? kCachedBlockThreads : kRowThreads)
 // dy again, mostly from L2). VEC as in the forward.
 template <class T, bool BLOCK, bool VEC>
 __global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
-    ln_bwd_rows_kernel(T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd, const T *gamma,
-                       int64_t rows, int64_t d) {
+    ln_bwd_rows_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd,
+                       const T *gamma, int64_t rows, int64_t d) {
   using A = Compute<T>;
   constexpr int N = VEC ? Pack<T>::N : 1;
   using C = Chunk<T, N>;
@@ -436,34 +436,35 @@ __global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         const A g = to_compute(vd.v[j]) * at_or(gamma, p * N + j, A(1));
-        o.v[j] = from_compute<T>(rs * (g - sg - (to_compute(vx.v[j]) - m) * rs * sgx));
+        o.v[j] = from_compute<T>(rs * (g - sg - (to_compute(vx.v[j]) - m) * rs * sgx) +
+                                 at_or(dx_add, r * d + p * N + j, A(0)));
       }
       o.store(dx + r * d + p * N);
     }
   }
 }
 
-// Column sums in a fixed order. Block (kColTile, kColLanes) owns columns blockIdx.x * 32 + tx
-// and the rows [blockIdx.y * chunk, + chunk); lane ty sums rows ty, ty + 8, ..., then the
-// 8 lanes are added in order. term(r, c, a, b) adds row r's terms of column c to a and b;
+// Column sums in a fixed order. Block (kColTile, LANES) owns columns blockIdx.x * 32 + tx
+// and the rows [blockIdx.y * chunk, + chunk); lane ty sums rows ty, ty + LANES, ..., then the
+// LANES lanes are added in order. term(r, c, a, b) adds row r's terms of column c to a and b;
 // store(chunk, c, a, b) writes the chunk's sums.
-template <class A, class Term, class Store>
-__global__ void __launch_bounds__(kColTile *kColLanes)
+template <class A, int LANES, class Term, class Store>
+__global__ void __launch_bounds__(kColTile *LANES)
     column_sums_kernel(Term term, Store store, int64_t rows, int64_t d, int64_t chunk) {
-  __shared__ A sa[kColLanes][kColTile + 1], sb[kColLanes][kColTile + 1];
+  __shared__ A sa[LANES][kColTile + 1], sb[LANES][kColTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = (int64_t)blockIdx.x * kColTile + tx;
   const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = min(rows, r0 + chunk);
   A a = 0, b = 0;
   if (c < d) {
 #pragma unroll 4
-    for (int64_t r = r0 + ty; r < r1; r += kColLanes) term(r, c, a, b);
+    for (int64_t r = r0 + ty; r < r1; r += LANES) term(r, c, a, b);
   }
   sa[ty][tx] = a;
   sb[ty][tx] = b;
   __syncthreads();
   if (ty == 0 && c < d) {
-    for (int k = 1; k < kColLanes; ++k) {
+    for (int k = 1; k < LANES; ++k) {
       a += sa[k][tx];
       b += sb[k][tx];
     }
@@ -681,18 +682,18 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
 }
 
 template <class T>
-void layer_norm_dx_t(Context &c, T *dx, const T *dy, const T *x, const Compute<T> *mean, const Compute<T> *rstd,
-                     const T *gamma, int64_t rows, int64_t d) {
+void layer_norm_dx_t(Context &c, T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
+                     const Compute<T> *rstd, const T *gamma, int64_t rows, int64_t d) {
   RowShape s;
   bool done = false;
   if constexpr (kVecType<T>) {
     constexpr int N = Pack<T>::N;
     constexpr int kWarpPL = (int)(kWarpMaxCols / (32 * N));
     constexpr int kBlockPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
-    if (vec_ok<T>(d, {dx, dy, x, gamma}) && cached_shape(d, N, kBlockPL, s)) {
+    if (vec_ok<T>(d, {dx, dx_add, dy, x, gamma}) && cached_shape(d, N, kBlockPL, s)) {
       launch_cached<kWarpPL, kBlockPL>(s, rows, [&](auto pl, auto block, unsigned grid, int threads, int G) {
         ln_bwd_vec_kernel<T, decltype(pl)::value, decltype(block)::value>
-            <<<grid, threads, 0, c.stream>>>(dx, dy, x, mean, rstd, gamma, rows, d, G);
+            <<<grid, threads, 0, c.stream>>>(dx, dx_add, dy, x, mean, rstd, gamma, rows, d, G);
       });
       done = true;
     }
@@ -701,40 +702,41 @@ void layer_norm_dx_t(Context &c, T *dx, const T *dy, const T *x, const Compute<T
   } else if (d <= kWarpMaxCols) {
     const int64_t per_block = kRowThreads / 32;
     ln_bwd_rows_kernel<T, false, false><<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(
-        dx, dy, x, mean, rstd, gamma, rows, d);
-  } else if (vec_ok<T>(d, {dx, dy, x, gamma})) {
+        dx, dx_add, dy, x, mean, rstd, gamma, rows, d);
+  } else if (vec_ok<T>(d, {dx, dx_add, dy, x, gamma})) {
     if constexpr (kVecType<T>)
-      ln_bwd_rows_kernel<T, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, dy, x, mean, rstd, gamma,
-                                                                                     rows, d);
+      ln_bwd_rows_kernel<T, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, dx_add, dy, x, mean, rstd,
+                                                                                     gamma, rows, d);
   } else {
-    ln_bwd_rows_kernel<T, true, false><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, dy, x, mean, rstd, gamma,
-                                                                                      rows, d);
+    ln_bwd_rows_kernel<T, true, false><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, dx_add, dy, x, mean, rstd,
+                                                                                      gamma, rows, d);
   }
   MT_CUDA_CHECK_LAUNCH("layer_norm backward");
 }
 
 // dgamma, dbeta: stage 1 over chunks of rows sized so that the grid is ~8 blocks per SM (at
-// least 8 rows a chunk), stage 2 over the chunk partials. The chunking depends only on the
-// shape and the SM count, so a shape gives the same sums in the same order on every run.
+// least 8 rows a chunk), stage 2 over the chunk partials with 32 lanes per column (narrow rows
+// leave a few blocks to add hundreds of partial rows: with 8 lanes each thread walked an eighth
+// of them, one load after another). The chunking depends only on the shape and the SM count, so a shape gives
+// the same sums in the same order on every run.
 template <class T>
 void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *x, const Compute<T> *mean,
                          const Compute<T> *rstd, int64_t rows, int64_t d) {
   using A = Compute<T>;
+  constexpr int kFinalLanes = 32;
   const int64_t tiles = (d + kColTile - 1) / kColTile;
   const int64_t want = std::max<int64_t>(1, (int64_t)c.sm_count * 8 / tiles);
   const int64_t chunks0 = std::min<int64_t>(want, std::max<int64_t>(1, rows / 8));
   const int64_t chunk = (rows + chunks0 - 1) / chunks0, chunks = (rows + chunk - 1) / chunk;
   MT_CHECK(tiles <= INT_MAX && chunks <= 65535, INVALID_ARGUMENT, "cuda layer_norm backward: d %lld is too large",
            (long long)d);
-  const dim3 block(kColTile, kColLanes);
   PoolBuffer partial(2 * chunks * d * (int64_t)sizeof(A));
   A *pa = partial.as<A>(), *pb = pa + chunks * d;
-  column_sums_kernel<A><<<dim3((unsigned)tiles, (unsigned)chunks), block, 0, c.stream>>>(
+  column_sums_kernel<A, kColLanes><<<dim3((unsigned)tiles, (unsigned)chunks), dim3(kColTile, kColLanes), 0, c.stream>>>(
       ParamTerm<T>{dy, x, mean, rstd, d}, PartialStore<A>{pa, pb, d}, rows, d, chunk);
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta partials)");
-  column_sums_kernel<A><<<dim3((unsigned)tiles, 1), block, 0, c.stream>>>(PartialTerm<A>{pa, pb, d},
-                                                                         ParamStore<T>{dgamma, dbeta}, chunks, d,
-                                                                         chunks);
+  column_sums_kernel<A, kFinalLanes><<<dim3((unsigned)tiles, 1), dim3(kColTile, kFinalLanes), 0, c.stream>>>(
+      PartialTerm<A>{pa, pb, d}, ParamStore<T>{dgamma, dbeta}, chunks, d, chunks);
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
 }
 
@@ -779,8 +781,9 @@ void layer_norm(Context &c, void *y, void *mean, void *rstd, const void *x, cons
   });
 }
 
-void layer_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
-                         const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dtype) {
+void layer_norm_backward(Context &c, void *dx, const void *dx_add, void *dgamma, void *dbeta, const void *dy,
+                         const void *x, const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d,
+                         DType dtype) {
   NvtxRange range("layer_norm_backward");
   check_sizes("layer_norm backward", rows, d);
   if (rows == 0 || d == 0) return;
@@ -791,7 +794,9 @@ void layer_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const 
     using A = Compute<T>;
     const T *dyt = static_cast<const T *>(dy), *xt = static_cast<const T *>(x);
     const A *m = static_cast<const A *>(mean), *rs = static_cast<const A *>(rstd);
-    if (dx) layer_norm_dx_t<T>(c, static_cast<T *>(dx), dyt, xt, m, rs, static_cast<const T *>(gamma), rows, d);
+    if (dx)
+      layer_norm_dx_t<T>(c, static_cast<T *>(dx), static_cast<const T *>(dx_add), dyt, xt, m, rs,
+                         static_cast<const T *>(gamma), rows, d);
     if (dgamma || dbeta)
       layer_norm_params_t<T>(c, static_cast<T *>(dgamma), static_cast<T *>(dbeta), dyt, xt, m, rs, rows, d);
   });

@@ -20,8 +20,9 @@ class Context;
 
 void layer_norm(Context &c, void *y, void *mean, void *rstd, const void *x, const void *gamma, const void *beta,
                 int64_t rows, int64_t d, double eps, DType dtype);
-void layer_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const void *dy, const void *x,
-                         const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d, DType dtype);
+void layer_norm_backward(Context &c, void *dx, const void *dx_add, void *dgamma, void *dbeta, const void *dy,
+                         const void *x, const void *mean, const void *rstd, const void *gamma, int64_t rows, int64_t d,
+                         DType dtype);
 void gelu(Context &c, void *y, const void *x, int64_t n, DType dtype);
 void gelu_backward(Context &c, void *dx, const void *dy, const void *x, int64_t n, DType dtype);
 void causal_mask(Context &c, uint8_t *out, int64_t t, int64_t s);

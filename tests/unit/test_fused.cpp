@@ -123,6 +123,58 @@ TEST_CASE("fused layer_norm: leading dims, gradcheck, and the saved statistics")
   mt_tape_clear();
 }
 
+TEST_CASE("layer_norm's backward adds the gradient its input already has, shared or not") {
+  // x feeds a LayerNorm and, recorded after it, an add x + c: the add's gradient reaches x and
+  // c as one shared tensor before the LayerNorm's rule runs, which then adds it inside its own
+  // kernel (rule_adds_prior). x's gradient must be that sum, c's must stay the add's alone.
+  LeakGuard lg;
+  std::mt19937_64 rng(630);
+  const std::pair<int64_t, int64_t> shapes[] = {{6, 128}, {5, 33}, {3, 1028}};
+  for (mt_dtype dt : {MT_F64, MT_F32})
+    for (const auto &sh : shapes) {
+      const int64_t rows = sh.first, d = sh.second, n = rows * d;
+      CAPTURE(rows); CAPTURE(d); CAPTURE((int)dt);
+      const Vec xv = randvec(rng, n, -2, 2), gv = randvec(rng, d), r1 = randvec(rng, n), r2 = randvec(rng, n),
+                cv = randvec(rng, n);
+      auto ln_loss = [&](mt_tensor *x, mt_tensor *g) {  // sum(layer_norm(x, g) * r1)
+        H r = make(r1, {rows, d}, dt), y, p, l;
+        MT_OK_OR_FAIL(mt_layer_norm(y.out(), x, g, nullptr, 1e-5));
+        MT_OK_OR_FAIL(mt_mul(p.out(), y, r));
+        MT_OK_OR_FAIL(mt_sum(l.out(), p));
+        return l;
+      };
+      Vec ref_x, ref_g;  // the LayerNorm's gradients alone
+      {
+        H x = make(xv, {rows, d}, dt), g = make(gv, {d}, dt), gx, gg;
+        for (mt_tensor *t : {x.get(), g.get()}) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(t, 1));
+        H l = ln_loss(x, g);
+        MT_OK_OR_FAIL(mt_backward(l));
+        MT_OK_OR_FAIL(mt_tensor_grad(gx.out(), x));
+        MT_OK_OR_FAIL(mt_tensor_grad(gg.out(), g));
+        ref_x = values(gx);
+        ref_g = values(gg);
+      }
+      H x = make(xv, {rows, d}, dt), g = make(gv, {d}, dt), c = make(cv, {rows, d}, dt), r = make(r2, {rows, d}, dt);
+      for (mt_tensor *t : {x.get(), g.get(), c.get()}) MT_OK_OR_FAIL(mt_tensor_set_requires_grad(t, 1));
+      H l1 = ln_loss(x, g), t, p, l2, l, gx, gg, gc;
+      MT_OK_OR_FAIL(mt_add(t.out(), x, c));
+      MT_OK_OR_FAIL(mt_mul(p.out(), t, r));
+      MT_OK_OR_FAIL(mt_sum(l2.out(), p));
+      MT_OK_OR_FAIL(mt_add(l.out(), l1, l2));
+      MT_OK_OR_FAIL(mt_backward(l));
+      MT_OK_OR_FAIL(mt_tensor_grad(gx.out(), x));
+      MT_OK_OR_FAIL(mt_tensor_grad(gg.out(), g));
+      MT_OK_OR_FAIL(mt_tensor_grad(gc.out(), c));
+      const Vec rv = values(r);
+      Vec want = ref_x;
+      for (size_t i = 0; i < want.size(); i++) want[i] += rv[i];
+      const double tol = dt == MT_F64 ? 1e-12 : 2e-6;  // relative, over the whole tensor
+      CHECK(rel_err(values(gx), want) < tol);
+      CHECK(values(gc) == rv);  // the shared gradient was read, not written
+      CHECK(rel_err(values(gg), ref_g) < tol);
+    }
+}
+
 TEST_CASE("fused gelu matches its composition forward and backward, and gradchecks") {
   LeakGuard lg;
   std::mt19937_64 rng(620);
@@ -170,7 +222,7 @@ TEST_CASE("fused kernels write every output element and give the same bits every
       std::vector<Vec> runs;
       for (int rep = 0; rep < 2; rep++) {
         mt::Ref dx = nan({rows, d}, dt), dgamma = nan({d}, dt), dbeta = nan({d}, dt);
-        be.layer_norm_backward(dx->data(), dgamma->data(), dbeta->data(), ref_of(hdy)->data(), ref_of(hx)->data(),
+        be.layer_norm_backward(dx->data(), nullptr, dgamma->data(), dbeta->data(), ref_of(hdy)->data(), ref_of(hx)->data(),
                                mean->data(), rstd->data(), ref_of(hg)->data(), rows, d, dt);
         Vec all;
         for (const mt::Ref &r : {y, mean, rstd, dx, dgamma, dbeta}) {
