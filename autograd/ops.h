@@ -67,9 +67,9 @@ void backward(const Ref &loss);
 //   rule_adds_into_owned: only when the walk alone holds it (no other tensor or entry shares it
 //     or its storage). The rule may add its contribution into it in place and return it as
 //     grads[i], which the walk then keeps as is instead of adding again.
-//   rule_adds_prior (per input): whenever there is one. The rule must return grads[i] = prior[i] + its
-//     contribution as a new tensor (prior[i] unchanged), which the walk keeps in place of
-//     prior[i]: the sum costs no pass of its own when the rule's kernel adds it on the way.
+//   rule_adds_prior (per input): whenever there is one. The rule must return grads[i] =
+//     prior[i] + its contribution as a new tensor (prior[i] unchanged), which the walk keeps in
+//     place of prior[i]: the sum costs no pass of its own when the rule's kernel adds it.
 void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, const std::vector<Ref> &prior);
 bool rule_adds_into_owned(Op op);
 bool rule_adds_prior(Op op, size_t input);

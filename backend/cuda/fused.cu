@@ -717,8 +717,8 @@ void layer_norm_dx_t(Context &c, T *dx, const T *dx_add, const T *dy, const T *x
 // dgamma, dbeta: stage 1 over chunks of rows sized so that the grid is ~8 blocks per SM (at
 // least 8 rows a chunk), stage 2 over the chunk partials with 32 lanes per column (narrow rows
 // leave a few blocks to add hundreds of partial rows: with 8 lanes each thread walked an eighth
-// of them, one load after another). The chunking depends only on the shape and the SM count, so a shape gives
-// the same sums in the same order on every run.
+// of them, one load after another). The chunking depends only on the shape and the SM count,
+// so a shape gives the same sums in the same order on every run.
 template <class T>
 void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *x, const Compute<T> *mean,
                          const Compute<T> *rstd, int64_t rows, int64_t d) {
