@@ -80,7 +80,7 @@ class Context {
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  cublasLtHandle_t cublas_lt = nullptr;  // products with a fused bias or bias-gradient epilogue
+  cublasLtHandle_t cublas_lt = nullptr;  // products with a fused bias epilogue (matmul.cu)
   int sm_count = 1;
   int cc_major = 0;  // compute capability major (9: Hopper; thread-block clusters from 9 on)
   // Whether launch_pdl (kernel_utils.cuh) may use programmatic dependent launch: compute
