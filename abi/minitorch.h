@@ -322,6 +322,13 @@ MT_API mt_status mt_scaled_dot_product_attention(mt_tensor **out, mt_tensor *q, 
 /* The same with the softmax scale given (scale <= 0: 1/sqrt(D)). */
 MT_API mt_status mt_scaled_dot_product_attention_scaled(mt_tensor **out, mt_tensor *q, mt_tensor *k, mt_tensor *v,
                                                         int64_t causal, double scale);
+/* Multi-head self-attention of one packed projection qkv [B, T, 3D] (columns q, then k, then v;
+ * head h at columns h*Dh .. (h+1)*Dh of each, Dh = D / heads): out [B, T, D], head h's
+ * softmax(q k^T / sqrt(Dh) (+ causal mask)) v at its columns. The same values as reshaping qkv to
+ * [B, T, 3, H, Dh], permuting to [3, B, H, T, Dh], mt_scaled_dot_product_attention of the three
+ * slices, permuting back to [B, T, H, Dh] and reshaping; on CUDA in float32 with Dh 16 or 32 it
+ * is one fused op that reads and writes the heads in place (no head copied, no T x T matrix). */
+MT_API mt_status mt_self_attention(mt_tensor **out, mt_tensor *qkv, int64_t heads, int64_t causal);
 /* Zeroes each element with probability p (scaling the rest by 1/(1-p)); the mask is drawn
  * from the seeded counter-based stream: the same seed gives the same mask on every device. */
 MT_API mt_status mt_dropout(mt_tensor **out, mt_tensor *x, double p, int64_t seed);

@@ -3,6 +3,7 @@
 
 #include "abi/entry.h"
 #include "autograd/nn_ops.h"
+#include "autograd/ops_attention.h"
 
 using namespace mt;
 using namespace mt::abi;
@@ -39,6 +40,11 @@ MT_API mt_status mt_scaled_dot_product_attention_scaled(mt_tensor **out, mt_tens
     return ops::scaled_dot_product_attention(tensor_arg(q, "q"), tensor_arg(k, "k"), tensor_arg(v, "v"), causal != 0,
                                              scale);
   });
+}
+
+MT_API mt_status mt_self_attention(mt_tensor **out, mt_tensor *qkv, int64_t heads, int64_t causal) {
+  return op_entry("mt_self_attention", out,
+                  [&] { return ops::self_attention(tensor_arg(qkv, "qkv"), heads, causal != 0, 0.0); });
 }
 
 MT_API mt_status mt_dropout(mt_tensor **out, mt_tensor *x, double p, int64_t seed) {

@@ -300,6 +300,7 @@ void backward_rule(const Node &node, const Ref &g, std::vector<Ref> &grads, cons
       backward_fused(node, g, grads, prior);
       break;
     case Op::FLASH_ATTENTION:
+    case Op::SELF_ATTENTION:
       backward_attention(node, g, grads);
       break;
     case Op::BIAS_ACT:

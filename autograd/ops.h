@@ -22,7 +22,7 @@ namespace mt {
   X(POW) X(CLAMP)                                                                                  \
   /* convolutional networks (ops_cnn.cpp) */ X(CONV2D) X(MAX_POOL2D) X(AVG_POOL2D) X(BATCH_NORM)   \
   /* fused transformer kernels (ops_fused.cpp) */ X(LAYER_NORM) X(GELU)                              \
-  /* FlashAttention (ops_attention.cpp) */ X(FLASH_ATTENTION)                                          \
+  /* fused attention (ops_attention.cpp) */ X(FLASH_ATTENTION) X(SELF_ATTENTION)                      \
   /* fusions (ops_fusions.cpp) */ X(BIAS_ACT) X(DROPOUT_ADD)
 
 enum class Op : int32_t {

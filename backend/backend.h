@@ -5,7 +5,7 @@
 // throwing mt::Error (backend/error.h) and never prints, exits or aborts.
 //
 // defines: DType, Device, dtype_size, Unary, Binary, BroadcastPlan, MatmulArgs,
-//          SgdArgs, Backend, backend_for
+//          SgdArgs, HeadStrides, AttentionGeometry, Backend, backend_for
 #pragma once
 
 #include <cstdint>
@@ -90,6 +90,19 @@ struct MatmulArgs {
   // A backend may fuse them into the product; matmul_extras below does them after it.
   const void *bias = nullptr;
   void *a_sums = nullptr;
+};
+
+// Where one operand of an attention problem [B, H, T, D] lies: element (b, h, t, i) at
+// data + b * batch + h * head + t * row + i (in elements). [B, H, T, D] contiguous is
+// {H T D, T D, D}; the q block of a packed projection [B, T, 3 H D] is {3 T H D, D, 3 H D}.
+struct HeadStrides {
+  int64_t batch = 0, head = 0, row = 0;
+};
+// An attention problem over strided heads: B, H, Tq, Tk, head dim d, and the strides of q, k,
+// v and out (their gradients and dout share them).
+struct AttentionGeometry {
+  int64_t b = 0, h = 0, tq = 0, tk = 0, d = 0;
+  HeadStrides q, k, v, o;
 };
 
 class Backend;
@@ -385,6 +398,15 @@ class Backend {
   virtual void flash_attention_backward(void *dq, void *dk, void *dv, const void *q, const void *k, const void *v,
                                         const void *out, const float *lse, const void *dout, int64_t bh, int64_t tq,
                                         int64_t tk, int64_t d, DType dtype, double scale, bool causal);
+  // The same at strides: q, k, v, out (and dq, dk, dv, dout) at the strides of g, so heads can be
+  // read from and written into packed projections in place; lse (B * H, tq) f32, as above.
+  // Whether strided_attention takes dtype and head dim d here (the default: nothing).
+  virtual bool strided_attention_supported(DType dtype, int64_t d) const { return false; }
+  virtual void strided_attention(const AttentionGeometry &g, void *out, float *lse, const void *q, const void *k,
+                                 const void *v, DType dtype, double scale, bool causal);
+  virtual void strided_attention_backward(const AttentionGeometry &g, void *dq, void *dk, void *dv, const void *q,
+                                          const void *k, const void *v, const void *out, const float *lse,
+                                          const void *dout, DType dtype, double scale, bool causal);
   // ---- end FlashAttention
 
   // ---- fusions (backend/cpu/fusions.cpp, backend/cuda/fusions.cu); defaults in common.cpp

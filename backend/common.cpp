@@ -233,6 +233,16 @@ void Backend::flash_attention_backward(void *, void *, void *, const void *, con
                                        bool) {
   fail(Code::UNSUPPORTED, "flash attention backward is not implemented on the %s backend", device_name_short(device()));
 }
+void Backend::strided_attention(const AttentionGeometry &, void *, float *, const void *, const void *, const void *,
+                                DType, double, bool) {
+  fail(Code::UNSUPPORTED, "strided attention is not implemented on the %s backend", device_name_short(device()));
+}
+void Backend::strided_attention_backward(const AttentionGeometry &, void *, void *, void *, const void *, const void *,
+                                         const void *, const void *, const float *, const void *, DType, double,
+                                         bool) {
+  fail(Code::UNSUPPORTED, "strided attention backward is not implemented on the %s backend",
+       device_name_short(device()));
+}
 // ---- end FlashAttention
 
 // ---- fusions: defaults

@@ -5,6 +5,7 @@
 // stream synchronize, so they are complete on return and ordered after every queued
 // kernel; device-to-device copies stay stream-ordered and asynchronous.
 #include "backend/cuda/context.h"
+#include "backend/cuda/attention/attention_f32.h"
 #include "backend/cuda/attention/flash_attention.h"
 #include "backend/cuda/classify.h"
 #include "backend/cuda/compare.h"
@@ -17,6 +18,19 @@
 namespace mt {
 
 namespace {
+
+// [bh, tq, d] q and out, [bh, tk, d] k and v, contiguous: one head per "batch" of the geometry.
+AttentionGeometry contiguous_geometry(int64_t bh, int64_t tq, int64_t tk, int64_t d) {
+  AttentionGeometry g;
+  g.b = bh;
+  g.h = 1;
+  g.tq = tq;
+  g.tk = tk;
+  g.d = d;
+  g.q = g.o = HeadStrides{tq * d, 0, d};
+  g.k = g.v = HeadStrides{tk * d, 0, d};
+  return g;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -237,18 +251,44 @@ class CudaBackend final : public Backend {
   void causal_mask(uint8_t *out, int64_t t, int64_t s) override { cuda::causal_mask(ctx_, out, t, s); }
   // ---- end fused transformer kernels
 
-  // ---- FlashAttention (attention/)
+  // ---- FlashAttention (attention/): 16-bit dtypes in flash_*.cu, float32 in attention_f32.cu
   bool flash_attention_supported(DType dtype, int64_t d) const override {
-    return cuda::flash_attention_supported(dtype, d);
+    return cuda::flash_attention_supported(dtype, d) || (dtype == DType::F32 && cuda::attention_f32_supported(d));
   }
   void flash_attention(void *out, float *lse, const void *q, const void *k, const void *v, int64_t bh, int64_t tq,
                        int64_t tk, int64_t d, DType dtype, double scale, bool causal) override {
-    cuda::flash_attention_forward(ctx_, out, lse, q, k, v, bh, tq, tk, d, dtype, scale, causal);
+    if (dtype == DType::F32)
+      cuda::attention_f32_forward(ctx_, contiguous_geometry(bh, tq, tk, d), (float *)out, lse, (const float *)q,
+                                  (const float *)k, (const float *)v, scale, causal);
+    else
+      cuda::flash_attention_forward(ctx_, out, lse, q, k, v, bh, tq, tk, d, dtype, scale, causal);
   }
   void flash_attention_backward(void *dq, void *dk, void *dv, const void *q, const void *k, const void *v,
                                 const void *out, const float *lse, const void *dout, int64_t bh, int64_t tq, int64_t tk,
                                 int64_t d, DType dtype, double scale, bool causal) override {
-    cuda::flash_attention_backward(ctx_, dq, dk, dv, q, k, v, out, lse, dout, bh, tq, tk, d, dtype, scale, causal);
+    if (dtype == DType::F32)
+      cuda::attention_f32_backward(ctx_, contiguous_geometry(bh, tq, tk, d), (float *)dq, (float *)dk, (float *)dv,
+                                   (const float *)q, (const float *)k, (const float *)v, (const float *)out, lse,
+                                   (const float *)dout, scale, causal);
+    else
+      cuda::flash_attention_backward(ctx_, dq, dk, dv, q, k, v, out, lse, dout, bh, tq, tk, d, dtype, scale, causal);
+  }
+  bool strided_attention_supported(DType dtype, int64_t d) const override {
+    return dtype == DType::F32 && cuda::attention_f32_supported(d);
+  }
+  void strided_attention(const AttentionGeometry &g, void *out, float *lse, const void *q, const void *k,
+                         const void *v, DType dtype, double scale, bool causal) override {
+    MT_CHECK(dtype == DType::F32, UNSUPPORTED, "cuda strided_attention: %s (float32 only)", dtype_name(dtype));
+    cuda::attention_f32_forward(ctx_, g, (float *)out, lse, (const float *)q, (const float *)k, (const float *)v,
+                                scale, causal);
+  }
+  void strided_attention_backward(const AttentionGeometry &g, void *dq, void *dk, void *dv, const void *q,
+                                  const void *k, const void *v, const void *out, const float *lse, const void *dout,
+                                  DType dtype, double scale, bool causal) override {
+    MT_CHECK(dtype == DType::F32, UNSUPPORTED, "cuda strided_attention backward: %s (float32 only)",
+             dtype_name(dtype));
+    cuda::attention_f32_backward(ctx_, g, (float *)dq, (float *)dk, (float *)dv, (const float *)q, (const float *)k,
+                                 (const float *)v, (const float *)out, lse, (const float *)dout, scale, causal);
   }
   // ---- end FlashAttention
 

@@ -17,7 +17,7 @@
  *                   large: 4 layers, 4 heads, d_model 128, context 256; tiny: 1/2/16/16 (tests).
  *                   --layers/--heads/--d-model/--context override the preset; --tie ties the head to wte.
  *   --bf16-attention the attention of each block runs in bfloat16: q, k, v are cast to it, the output
- *                   back to float32 (gpt_attention); on CUDA with head dim 64 or 128 (e.g. --preset large
+ *                   back to float32 (gpt_attention_bf16); on CUDA with head dim 64 or 128 (e.g. --preset large
  *                   --heads 2) that is the library's FlashAttention-2, else the composed path. The line
  *                   "attention: ..." of the output says which.
  *   training        batch 32, 1000 steps, AdamW (betas 0.9, 0.99, eps 1e-8) with weight decay 0.1 on
@@ -158,17 +158,17 @@ static mt_tensor *train_step(trainer *tr, double lr) {
  * successful one's output is released before the recording ends, so the probe leaves nothing
  * behind. */
 static int attention_probe(const gpt_config *cfg, mt_device dev, int record, char *why, size_t cap) {
-  const int64_t s[4] = {1, 1, 2, cfg->d_model / cfg->n_head};
+  const int64_t s[3] = {1, 2, 3 * cfg->d_model};
   mt_tensor *q = NULL, *y = NULL;
   mt_graph *gr = NULL;
   mt_status st, st_end = MT_OK;
-  CHECK(mt_tensor_zeros(&q, s, 4, MT_F32, dev));
+  CHECK(mt_tensor_zeros(&q, s, 3, MT_F32, dev));
   if (record && (st = mt_graph_begin(dev)) != MT_OK) {
     snprintf(why, cap, "%s", mt_last_error());
     RELEASE(q);
     return 0;
   }
-  st = gpt_attention(&y, cfg, q, q, q);
+  st = gpt_attention(&y, cfg, q, 1, 2);
   if (st != MT_OK) snprintf(why, cap, "%s", mt_last_error());
   RELEASE(y);
   if (record) st_end = mt_graph_end(&gr);

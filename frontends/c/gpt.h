@@ -3,8 +3,8 @@
  * conventions: pre-LN blocks x + attn(ln_1(x)), x + mlp(ln_2(x)) with a 4x GELU MLP, token and
  * learned position embeddings, a final LayerNorm and a vocabulary head (a Linear without bias,
  * optionally tied to the token embedding). Attention is multi-head and causal: one fused qkv
- * Linear, reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention (in float32, or in bfloat16
- * with cfg.bf16_attention: gpt_attention). Each residual add runs fused with the LayerNorm that
+ * Linear whose heads mt_self_attention reads in place (float32), or, with cfg.bf16_attention,
+ * reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention in bfloat16 (gpt_attention). Each residual add runs fused with the LayerNorm that
  * reads its sum (mt_add_layer_norm), and the MLP's first bias with its GELU (mt_bias_act).
  * Header-only C99; needs nn.h (and so minitorch.h, <math.h>, <stdio.h>) and <string.h>.
  *
@@ -274,16 +274,14 @@ static inline void gpt_release_all(mt_tensor **tmp, int n) {
   }
 }
 
-/* *out = causal attention of q, k, v [B, H, T, Dh] (float32): mt_scaled_dot_product_attention,
- * in float32, or with c->bf16_attention in bfloat16: q, k, v cast to it (mt_tensor_cast, which
- * the tape differentiates, so the gradients come back as float32) and the output cast back. */
-static inline mt_status gpt_attention(mt_tensor **out, const gpt_config *c, mt_tensor *q, mt_tensor *k,
-                                      mt_tensor *v) {
+/* *out = causal attention of q, k, v [B, H, T, Dh] (float32) in bfloat16: q, k, v cast to it
+ * (mt_tensor_cast, which the tape differentiates, so the gradients come back as float32),
+ * mt_scaled_dot_product_attention, and the output cast back. */
+static inline mt_status gpt_attention_bf16(mt_tensor **out, mt_tensor *q, mt_tensor *k, mt_tensor *v) {
   enum { QH, KH, VH, YH, N_TMP };
   mt_tensor *t[N_TMP] = {NULL};
   mt_status st;
   *out = NULL;
-  if (!c->bf16_attention) return mt_scaled_dot_product_attention(out, q, k, v, 1);
   if ((st = mt_tensor_cast(&t[QH], q, MT_BF16)) != MT_OK || (st = mt_tensor_cast(&t[KH], k, MT_BF16)) != MT_OK ||
       (st = mt_tensor_cast(&t[VH], v, MT_BF16)) != MT_OK ||
       (st = mt_scaled_dot_product_attention(&t[YH], t[QH], t[KH], t[VH], 1)) != MT_OK ||
@@ -293,12 +291,40 @@ static inline mt_status gpt_attention(mt_tensor **out, const gpt_config *c, mt_t
   return st;
 }
 
-/* Which kernels gpt_attention runs for configuration c on dev, in words: the library takes its
- * FlashAttention-2 kernels for CUDA, bfloat16 (or float16) and head dim 64 or 128, the composed
- * path (the scores as one GEMM, one causal softmax, the GEMM with v) otherwise. */
+/* *out [B, T, D] = causal multi-head attention of the packed projection qkv [B, T, 3D]. In
+ * float32: mt_self_attention, which reads the heads in place. With c->bf16_attention: the heads
+ * split (reshape to [B, T, 3, H, Dh], permute to [3, B, H, T, Dh], slice), gpt_attention_bf16,
+ * and merged back (permute to [B, T, H, Dh], reshape). */
+static inline mt_status gpt_attention(mt_tensor **out, const gpt_config *c, mt_tensor *qkv, int64_t B, int64_t T) {
+  enum { QKV5, QKVP, Q, K, V, Q4, K4, V4, Y, YT, N_TMP };
+  mt_tensor *t[N_TMP] = {NULL};
+  const int64_t D = c->d_model, NH = c->n_head, DH = D / NH;
+  const int64_t s5[5] = {B, T, 3, NH, DH}, s4[4] = {B, NH, T, DH}, s3[3] = {B, T, D};
+  const int64_t perm5[5] = {2, 0, 3, 1, 4}, perm4[4] = {0, 2, 1, 3};
+  mt_status st;
+  *out = NULL;
+  if (!c->bf16_attention) return mt_self_attention(out, qkv, NH, 1);
+  if ((st = mt_reshape(&t[QKV5], qkv, s5, 5)) != MT_OK ||                           /* [B, T, 3, H, Dh] */
+      (st = mt_permute(&t[QKVP], t[QKV5], perm5, 5)) != MT_OK ||                   /* [3, B, H, T, Dh] */
+      (st = mt_slice(&t[Q], t[QKVP], 0, 0, 1)) != MT_OK || (st = mt_slice(&t[K], t[QKVP], 0, 1, 2)) != MT_OK ||
+      (st = mt_slice(&t[V], t[QKVP], 0, 2, 3)) != MT_OK || (st = mt_reshape(&t[Q4], t[Q], s4, 4)) != MT_OK ||
+      (st = mt_reshape(&t[K4], t[K], s4, 4)) != MT_OK || (st = mt_reshape(&t[V4], t[V], s4, 4)) != MT_OK ||
+      (st = gpt_attention_bf16(&t[Y], t[Q4], t[K4], t[V4])) != MT_OK ||             /* [B, H, T, Dh] */
+      (st = mt_permute(&t[YT], t[Y], perm4, 4)) != MT_OK ||                        /* [B, T, H, Dh] */
+      (st = mt_reshape(out, t[YT], s3, 3)) != MT_OK)
+    *out = NULL;
+  gpt_release_all(t, N_TMP);
+  return st;
+}
+
+/* Which kernels gpt_attention runs for configuration c on dev, in words. float32: the library's
+ * fused float32 kernels on CUDA for head dim 16 or 32, the composed path otherwise (the heads
+ * copied apart, the scores as one batched GEMM, one causal softmax, the GEMM with v, the heads
+ * copied back). bfloat16: FlashAttention-2 on CUDA for head dim 64 or 128, else composed. */
 static inline const char *gpt_attention_path(const gpt_config *c, mt_device dev) {
   const int64_t dh = c->d_model / (c->n_head > 0 ? c->n_head : 1);
-  if (!c->bf16_attention) return "float32, composed";
+  if (!c->bf16_attention)
+    return dev == MT_CUDA && (dh == 16 || dh == 32) ? "float32, fused (heads read in place)" : "float32, composed";
   if (dev != MT_CUDA) return "bfloat16, composed (FlashAttention runs on CUDA only)";
   if (dh != 64 && dh != 128) return "bfloat16, composed (FlashAttention takes head dim 64 or 128)";
   return "bfloat16, FlashAttention-2";
@@ -322,23 +348,13 @@ static inline mt_status gpt_linear_gelu(mt_tensor **out, const nn_linear *fc, mt
 static inline mt_status gpt_block_forward(mt_tensor **x_out, mt_tensor **h_out, const gpt_block *b,
                                           const gpt_config *c, mt_tensor *x, mt_tensor *h, mt_tensor *next_w,
                                           mt_tensor *next_b, int64_t B, int64_t T) {
-  enum { QKV, QKV5, QKVP, Q, K, V, Q4, K4, V4, Y, YT, YM, ATT, X1, H2, ACT, MLP, N_TMP };
+  enum { QKV, YM, ATT, X1, H2, ACT, MLP, N_TMP };
   mt_tensor *t[N_TMP] = {NULL};
-  const int64_t D = c->d_model, NH = c->n_head, DH = D / NH;
-  const int64_t s5[5] = {B, T, 3, NH, DH}, s4[4] = {B, NH, T, DH}, s3[3] = {B, T, D};
-  const int64_t perm5[5] = {2, 0, 3, 1, 4}, perm4[4] = {0, 2, 1, 3};
   mt_status st;
   *x_out = NULL;
   *h_out = NULL;
   if ((st = nn_linear_forward(&t[QKV], &b->qkv, h)) != MT_OK ||                    /* [B, T, 3D] */
-      (st = mt_reshape(&t[QKV5], t[QKV], s5, 5)) != MT_OK ||                       /* [B, T, 3, H, Dh] */
-      (st = mt_permute(&t[QKVP], t[QKV5], perm5, 5)) != MT_OK ||                   /* [3, B, H, T, Dh] */
-      (st = mt_slice(&t[Q], t[QKVP], 0, 0, 1)) != MT_OK || (st = mt_slice(&t[K], t[QKVP], 0, 1, 2)) != MT_OK ||
-      (st = mt_slice(&t[V], t[QKVP], 0, 2, 3)) != MT_OK || (st = mt_reshape(&t[Q4], t[Q], s4, 4)) != MT_OK ||
-      (st = mt_reshape(&t[K4], t[K], s4, 4)) != MT_OK || (st = mt_reshape(&t[V4], t[V], s4, 4)) != MT_OK ||
-      (st = gpt_attention(&t[Y], c, t[Q4], t[K4], t[V4])) != MT_OK ||             /* [B, H, T, Dh] */
-      (st = mt_permute(&t[YT], t[Y], perm4, 4)) != MT_OK ||                        /* [B, T, H, Dh] */
-      (st = mt_reshape(&t[YM], t[YT], s3, 3)) != MT_OK ||
+      (st = gpt_attention(&t[YM], c, t[QKV], B, T)) != MT_OK ||                    /* [B, T, D] */
       (st = nn_linear_forward(&t[ATT], &b->proj, t[YM])) != MT_OK ||
       (st = mt_add_layer_norm(&t[X1], &t[H2], x, t[ATT], b->ln2_w, b->ln2_b, GPT_LN_EPS)) != MT_OK ||
       (st = gpt_linear_gelu(&t[ACT], &b->fc, t[H2])) != MT_OK ||

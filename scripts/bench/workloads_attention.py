@@ -16,12 +16,21 @@ minitorch's output against PyTorch's (relative error < 1e-2, else the row fails)
   attention        every row (T x D x causal x direction: 48 rows with their checks);
                    MT_BENCH_ATTENTION_QUICK=1 keeps four representative shapes (8 rows):
                    T 2048 / 8192, D 64 / 128, causal and not
+  attention-f32    mt_self_attention (float32, the heads read in place from a packed q|k|v
+                   projection [B, T, 3 H Dh]) forward and forward+backward, causal, at the char-GPT
+                   shapes (B 32: T 128 with 4 heads of 16, T 256 with 4 heads of 32) and at T 1024,
+                   against PyTorch's split (reshape, permute), SDPA restricted to
+                   SDPBackend.EFFICIENT_ATTENTION (its float32 kernel) and merge (permute, reshape);
+                   the note has SDPA's default choice. Through the recorded ops on both sides
+                   (forward+backward: out = attention(qkv), loss = sum(out * w), backward);
+                   outputs and qkv gradients checked against each other first (rel err < 1e-5)
 """
 import os
 from ctypes import c_double, c_int64, c_void_p
 
 import abi_util as U
 from harness import Row, Skip
+from workloads import mt_host, torch_from_host
 
 TOKENS = 16384
 HEADS = 16
@@ -161,6 +170,93 @@ def bench_attention(ctx):
     return bench_rows(ctx, QUICK if os.environ.get("MT_BENCH_ATTENTION_QUICK") == "1" else all_shapes())
 
 
+F32_SHAPES = [(32, 128, 4, 16), (32, 256, 4, 32), (8, 1024, 4, 32)]
+
+
+def bench_attention_f32(ctx):
+    """mt_self_attention f32 fwd and fwd+bwd against torch's split + SDPA (efficient) + merge."""
+    if ctx.torch is None or not ctx.torch_cuda or ctx.device != U.MT_CUDA:
+        raise Skip("needs a GPU and torch with CUDA")
+    if "mt_self_attention" in U.MISSING:
+        raise Skip("mt_self_attention not in the library")
+    torch = ctx.torch
+    F = torch.nn.functional
+    rows = []
+    for B, T, H, Dh in (F32_SHAPES[1:2] if ctx.dry else F32_SHAPES):
+        D = H * Dh
+        g = torch.Generator().manual_seed(B * 7 + T)
+        x_host, w_host = torch.randn(B, T, 3 * D, generator=g), torch.randn(B, T, D, generator=g)
+        x, w = x_host.cuda(), w_host.cuda()
+        shape = "B%d T%d H%d Dh%d causal" % (B, T, H, Dh)
+        xh, wh = [U.call("mt_tensor_from_data", c_void_p(t.data_ptr()), U.shape_array(t.shape), t.dim(), U.MT_F32,
+                         U.MT_CUDA) for t in (x_host, w_host)]
+        U.check(U.LIB.mt_tensor_set_requires_grad(xh, 1), "mt_tensor_set_requires_grad")
+
+        def mt_forward():
+            U.release(U.call("mt_self_attention", xh, c_int64(H), c_int64(1)))
+
+        def mt_step():
+            out = U.call("mt_self_attention", xh, c_int64(H), c_int64(1))
+            prod = U.call("mt_mul", out, wh)
+            loss = U.call("mt_sum", prod)
+            U.check(U.LIB.mt_backward(loss), "mt_backward")
+            for h in (loss, prod, out):
+                U.release(h)
+            U.check(U.LIB.mt_tensor_clear_grad(xh), "mt_tensor_clear_grad")
+
+        def torch_attention(xt, backend):
+            p = xt.reshape(B, T, 3, H, Dh).permute(2, 0, 3, 1, 4)
+            mk = sdpa_context(torch, backend) if backend else None
+            if mk is None:
+                y = F.scaled_dot_product_attention(p[0], p[1], p[2], is_causal=True)
+            else:
+                with mk():
+                    y = F.scaled_dot_product_attention(p[0], p[1], p[2], is_causal=True)
+            return y.permute(0, 2, 1, 3).reshape(B, T, D)
+
+        # the check: out and the qkv gradient of both engines on the same values
+        out = U.call("mt_self_attention", xh, c_int64(H), c_int64(1))
+        prod = U.call("mt_mul", out, wh)
+        loss = U.call("mt_sum", prod)
+        U.check(U.LIB.mt_backward(loss), "mt_backward")
+        got = torch_from_host(ctx, mt_host(out), (B, T, D))
+        gh = U.grad_of(xh)
+        got_g = torch_from_host(ctx, mt_host(gh), (B, T, 3 * D))
+        for h in (gh, loss, prod, out):
+            U.release(h)
+        U.check(U.LIB.mt_tensor_clear_grad(xh), "mt_tensor_clear_grad")
+        xt = x.detach().clone().requires_grad_(True)
+        ref = torch_attention(xt, "EFFICIENT_ATTENTION")
+        (ref * w).sum().backward()
+        errs = (rel_err(torch, got, ref), rel_err(torch, got_g, xt.grad))
+        if not max(errs) < 1e-5:
+            raise RuntimeError("%s: mt_self_attention disagrees with torch: rel err %.3g / %.3g" % ((shape,) + errs))
+
+        def torch_step(backend):
+            xt.grad = None
+            (torch_attention(xt, backend) * w).sum().backward()
+
+        mt_fwd = ctx.timer.mt(mt_forward, ctx.iters, ctx.reps)
+        mt_both = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
+        with torch.no_grad():
+            t_fwd = ctx.timer.torch_time(lambda: torch_attention(x, "EFFICIENT_ATTENTION"), ctx.iters, ctx.reps)
+            t_fwd_default = ctx.timer.torch_time(lambda: torch_attention(x, None), ctx.iters, ctx.reps)
+        t_both = ctx.timer.torch_time(lambda: torch_step("EFFICIENT_ATTENTION"), ctx.iters, ctx.reps)
+        t_both_default = ctx.timer.torch_time(lambda: torch_step(None), ctx.iters, ctx.reps)
+        U.release(xh)
+        U.release(wh)
+        base = "matches torch (rel err %.1e / %.1e)" % errs
+        for direction, mt_ms, t_ms, t_def, bwd in (("forward", mt_fwd, t_fwd, t_fwd_default, False),
+                                                   ("forward+backward", mt_both, t_both, t_both_default, True)):
+            rows.append(Row("attention f32 %s, heads read in place (mt_self_attention; PyTorch: split, SDPA "
+                            "efficient, merge)" % direction, shape, mt_ms, t_ms,
+                            work_flops=flops(B, H, T, Dh, True, bwd),
+                            note="%s; PyTorch with SDPA's default backend %.3f ms" % (base, t_def)))
+        torch.cuda.empty_cache()
+    return rows
+
+
 WORKLOADS = [
     ("attention", bench_attention),
+    ("attention-f32", bench_attention_f32),
 ]

@@ -3,6 +3,8 @@
 // recorded chain of primitives, not the one FLASH_ATTENTION node), flash_attention_applies says
 // no for them, and calling the flash op where no backend takes it fails with a clear message.
 // The kernels themselves are tested against PyTorch in tests/gpu/test_flash_attention.py.
+// self_attention (packed q|k|v heads) is checked against its explicit composition on the device
+// under test: on CUDA in float32 with head dim 16 or 32 that is the one fused node.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -81,9 +83,11 @@ TEST_CASE("causal attention (one causal softmax) equals its explicit mask, softm
   // columns on CUDA where rows are whole 16-byte packs (S = 16, 40, 48, 64 here).
   LeakGuard lg;
   std::mt19937_64 rng(13);
-  const std::pair<int64_t, int64_t> sizes[] = {{5, 5}, {4, 7}, {1, 33}, {16, 16}, {3, 40}, {48, 48}, {20, 64}};
+  // D 32 also takes the fused float32 kernels on CUDA (T, S past one 32-query and 64-key tile).
+  const int64_t sizes[][3] = {{5, 5, 8},   {4, 7, 8},   {1, 33, 8},   {16, 16, 8},  {3, 40, 8},
+                              {48, 48, 8}, {20, 64, 8}, {37, 37, 32}, {70, 133, 32}, {9, 20, 16}};
   for (const auto &ts : sizes) {
-    const int64_t T = ts.first, S = ts.second, D = 8;
+    const int64_t T = ts[0], S = ts[1], D = ts[2];
     for (mt_dtype dt : {MT_F64, MT_F32}) {
       CAPTURE(T);
       CAPTURE(S);
@@ -99,7 +103,8 @@ TEST_CASE("causal attention (one causal softmax) equals its explicit mask, softm
           MT_OK_OR_FAIL(mt_scaled_dot_product_attention(out.out(), q, k, v, 1));
         } else {
           mt::Ref rq = mt::Ref::share(q.get()), rk = mt::Ref::share(k.get()), rv = mt::Ref::share(v.get());
-          mt::Ref scores = mt::ops::mul_scalar(mt::ops::matmul(rq, mt::ops::transpose(rk, -1, -2)), 1.0 / std::sqrt(8.0));
+          mt::Ref scores =
+              mt::ops::mul_scalar(mt::ops::matmul(rq, mt::ops::transpose(rk, -1, -2)), 1.0 / std::sqrt((double)D));
           scores = mt::ops::masked_fill(scores, mt::ops::causal_mask(T, S, rq->device), -INFINITY);
           *out.out() = mt::ops::matmul(mt::ops::softmax(scores, -1), rv).release();
         }
@@ -122,4 +127,75 @@ TEST_CASE("causal attention (one causal softmax) equals its explicit mask, softm
       }
     }
   }
+}
+
+TEST_CASE("self_attention over a packed projection equals its composition") {
+  // Reference: the explicit chain (reshape, permute, slice, scores, mask, softmax, matmul,
+  // permute, reshape), never the fused kernels. Values and qkv's gradient under a random
+  // upstream gradient; float64 to 1e-12, float32 to 1e-5 (fused on CUDA: the same math in another
+  // order of rounding). Sizes reach past one query tile (32) and one key tile (64).
+  LeakGuard lg;
+  std::mt19937_64 rng(14);
+  struct Case {
+    int64_t B, T, H, Dh;
+    bool causal;
+  };
+  const Case cases[] = {{2, 5, 3, 16, true},  {1, 33, 2, 32, true},   {2, 64, 4, 32, true}, {1, 70, 1, 16, false},
+                        {3, 40, 2, 32, false}, {1, 130, 2, 32, true}, {2, 9, 2, 8, true}};
+  for (const Case &cs : cases) {
+    const int64_t B = cs.B, T = cs.T, NH = cs.H, Dh = cs.Dh, D = NH * Dh;
+    for (mt_dtype dt : {MT_F64, MT_F32}) {
+      CAPTURE(T);
+      CAPTURE(NH);
+      CAPTURE(Dh);
+      CAPTURE(cs.causal);
+      CAPTURE((int)dt);
+      const Vec vx = randvec(rng, B * T * 3 * D, -2, 2), vr = randvec(rng, B * T * D);
+      auto run = [&](bool fused) {
+        H qkv = make(vx, {B, T, 3 * D}, dt), r = make(vr, {B, T, D}, dt);
+        MT_OK_OR_FAIL(mt_tensor_set_requires_grad(qkv, 1));
+        H out, prod, loss;
+        if (fused) {
+          const int64_t before = mt_tape_size();
+          MT_OK_OR_FAIL(mt_self_attention(out.out(), qkv, NH, cs.causal ? 1 : 0));
+          const bool one_node = dev() == MT_CUDA && dt == MT_F32 && (Dh == 16 || Dh == 32);
+          CHECK((mt_tape_size() - before == 1) == one_node);
+        } else {
+          using namespace mt::ops;
+          mt::Ref x = mt::Ref::share(qkv.get());
+          mt::Ref p = permute(reshape(x, {B, T, 3, NH, Dh}), {2, 0, 3, 1, 4});
+          mt::Ref q = reshape(slice(p, 0, 0, 1), {B, NH, T, Dh}), k = reshape(slice(p, 0, 1, 2), {B, NH, T, Dh}),
+                  v = reshape(slice(p, 0, 2, 3), {B, NH, T, Dh});
+          mt::Ref scores = mul_scalar(matmul(q, transpose(k, -1, -2)), 1.0 / std::sqrt((double)Dh));
+          if (cs.causal) scores = masked_fill(scores, causal_mask(T, T, x->device), -INFINITY);
+          mt::Ref y = matmul(softmax(scores, -1), v);
+          *out.out() = reshape(permute(y, {0, 2, 1, 3}), {B, T, D}).release();
+        }
+        MT_OK_OR_FAIL(mt_mul(prod.out(), out, r));
+        MT_OK_OR_FAIL(mt_sum(loss.out(), prod));
+        MT_OK_OR_FAIL(mt_backward(loss));
+        H g;
+        MT_OK_OR_FAIL(mt_tensor_grad(g.out(), qkv));
+        return std::vector<Vec>{values(out), values(g)};
+      };
+      const std::vector<Vec> got = run(true), ref = run(false);
+      const double tol = dt == MT_F64 ? 1e-12 : 1e-5;
+      CHECK(rel_err(got[0], ref[0]) < tol);
+      CHECK(rel_err(got[1], ref[1]) < tol);
+    }
+  }
+}
+
+TEST_CASE("self_attention reports bad arguments") {
+  LeakGuard lg;
+  H qkv = make(Vec(2 * 3 * 12, 0.5), {2, 3, 12}, MT_F32), flat = make(Vec(12, 0.5), {12}, MT_F32);
+  H out;
+  CHECK(mt_self_attention(out.out(), flat, 2, 1) == MT_ERR_SHAPE);
+  CHECK(std::string(mt_last_error()).find("mt_self_attention: qkv must be [B, T, 3 D], got [12]") != std::string::npos);
+  CHECK(mt_self_attention(out.out(), qkv, 0, 1) == MT_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(mt_last_error()).find("heads must be >= 1, got 0") != std::string::npos);
+  CHECK(mt_self_attention(out.out(), qkv, 3, 1) == MT_ERR_SHAPE);
+  CHECK(std::string(mt_last_error()).find("3 * heads * head dim with heads 3") != std::string::npos);
+  CHECK(mt_self_attention(out.out(), nullptr, 2, 1) != MT_OK);
+  CHECK(out.get() == nullptr);
 }

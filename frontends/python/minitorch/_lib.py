@@ -150,6 +150,7 @@ SIGNATURES = (
     ("mt_embedding", STATUS, (PPTR, PTR, PTR)),
     ("mt_scaled_dot_product_attention", STATUS, (PPTR, PTR, PTR, PTR, I64)),
     ("mt_scaled_dot_product_attention_scaled", STATUS, (PPTR, PTR, PTR, PTR, I64, F64)),
+    ("mt_self_attention", STATUS, (PPTR, PTR, I64, I64)),
     ("mt_dropout", STATUS, (PPTR, PTR, F64, I64)),
     ("mt_masked_fill", STATUS, (PPTR, PTR, PTR, F64)),
     ("mt_cat", STATUS, (PPTR, PPTR, I64, I64)),

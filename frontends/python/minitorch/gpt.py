@@ -11,8 +11,9 @@ or on torch itself (what the parity test and the benchmark compare):
 
 Pre-LN blocks (x + attn(ln_1(x)); x + mlp(ln_2(x)), a 4x GELU MLP with the tanh approximation),
 token and learned position embeddings, a final LayerNorm and a bias-free vocabulary head
-(tied to wte when tie=True); causal multi-head attention through one fused c_attn Linear,
-reshaped to [B, H, T, Dh] for scaled_dot_product_attention(is_causal=True). Parameter names
+(tied to wte when tie=True); causal multi-head attention through one fused c_attn Linear, whose
+heads minitorch's F.self_attention reads in place (torch: reshaped to [B, H, T, Dh] for
+scaled_dot_product_attention(is_causal=True) and merged back). Parameter names
 and shapes are gpt.h's (nanoGPT's), so a state_dict saved with safetensors loads in either.
 
 Also the data side of char_gpt.c, in plain Python so a PyTorch twin sees exactly the same
@@ -54,6 +55,7 @@ def make_gpt(lib):
 def _define(lib):
     nn = lib.nn
     F = nn.functional
+    self_attention = getattr(F, "self_attention", None)  # minitorch's packed q|k|v attention
     sdpa = getattr(F, "scaled_dot_product_attention", None)
     if sdpa is None:                                  # torch before 2.0: the composition
         def sdpa(q, k, v, is_causal):
@@ -72,6 +74,8 @@ def _define(lib):
         def forward(self, x):
             B, T, D = x.shape
             H = self.n_head
+            if self_attention is not None:                # minitorch: the heads read in place
+                return self.c_proj(self_attention(self.c_attn(x), H, is_causal=True))
             qkv = self.c_attn(x).reshape(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)   # [3, B, H, T, Dh]
             y = sdpa(qkv[0], qkv[1], qkv[2], is_causal=True)                           # [B, H, T, Dh]
             return self.c_proj(y.permute(0, 2, 1, 3).reshape(B, T, D))
