@@ -810,6 +810,34 @@ void check_rows(const char *op, int64_t rows, int64_t cols) {
            (long long)rows, (long long)cols);
 }
 
+// The causal ops' layout: rows in groups of t queries (t > 0), the mask shifted by offset >= 0.
+void check_causal(const char *op, int64_t rows, int64_t t, int64_t offset) {
+  MT_CHECK(t > 0 && offset >= 0 && rows % t == 0, INVALID_ARGUMENT,
+           "cuda %s: %lld rows, t %lld, offset %lld (rows a multiple of t > 0, offset >= 0)", op, (long long)rows,
+           (long long)t, (long long)offset);
+}
+
+// The backward of softmax or log_softmax, or (causal_t > 0) of causal_softmax, whose masked
+// columns the warp-per-row kernel skips; the others read whole rows, which gives the same
+// values (y is 0 there).
+void backward_rows(Context &c, const char *op, void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
+                   DType dtype, bool log, int64_t causal_t, int64_t offset) {
+  NvtxRange range(op);
+  check_rows(op, rows, cols);
+  if (causal_t) check_causal(op, rows, causal_t, offset);
+  if (rows == 0 || cols == 0) return;
+  MT_CHECK(dx && y && dy, INVALID_ARGUMENT, "cuda %s: null buffer (dx=%p, y=%p, dy=%p)", op, dx, y, dy);
+  dispatch_float(dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *d = static_cast<T *>(dx);
+    const T *yt = static_cast<const T *>(y), *g = static_cast<const T *>(dy);
+    if (log)
+      softmax_backward_t<T, true>(c, d, yt, g, rows, cols, causal_t, offset);
+    else
+      softmax_backward_t<T, false>(c, d, yt, g, rows, cols, causal_t, offset);
+  });
+}
+
 }  // namespace
 
 // ---- launchers ----------------------------------------------------------------------------
@@ -818,9 +846,7 @@ void causal_softmax(Context &c, void *y, const void *x, int64_t rows, int64_t co
                     DType dtype) {
   NvtxRange range("causal_softmax");
   check_rows("causal_softmax", rows, cols);
-  MT_CHECK(t > 0 && offset >= 0 && rows % t == 0, INVALID_ARGUMENT,
-           "cuda causal_softmax: %lld rows, t %lld, offset %lld (rows a multiple of t > 0, offset >= 0)",
-           (long long)rows, (long long)t, (long long)offset);
+  check_causal("causal_softmax", rows, t, offset);
   if (rows == 0 || cols == 0) return;
   MT_CHECK(y && x, INVALID_ARGUMENT, "cuda causal_softmax: null buffer (y=%p, x=%p)", y, x);
   dispatch_float(dtype, "causal_softmax", [&](auto tag) {
@@ -863,39 +889,12 @@ void softmax(Context &c, void *y, const void *x, int64_t rows, int64_t cols, DTy
 
 void softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64_t rows, int64_t cols, DType dtype,
                       bool log) {
-  const char *op = log ? "log_softmax backward" : "softmax backward";
-  NvtxRange range(op);
-  check_rows(op, rows, cols);
-  if (rows == 0 || cols == 0) return;
-  MT_CHECK(dx && y && dy, INVALID_ARGUMENT, "cuda %s: null buffer (dx=%p, y=%p, dy=%p)", op, dx, y, dy);
-  dispatch_float(dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (log)
-      softmax_backward_t<T, true>(c, static_cast<T *>(dx), static_cast<const T *>(y), static_cast<const T *>(dy), rows,
-                                  cols);
-    else
-      softmax_backward_t<T, false>(c, static_cast<T *>(dx), static_cast<const T *>(y), static_cast<const T *>(dy), rows,
-                                   cols);
-  });
+  backward_rows(c, log ? "log_softmax backward" : "softmax backward", dx, y, dy, rows, cols, dtype, log, 0, 0);
 }
 
 void causal_softmax_backward(Context &c, void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
                              int64_t t, int64_t offset, DType dtype) {
-  const char *op = "causal_softmax backward";
-  NvtxRange range(op);
-  check_rows(op, rows, cols);
-  MT_CHECK(t > 0 && offset >= 0 && rows % t == 0, INVALID_ARGUMENT,
-           "cuda %s: %lld rows, t %lld, offset %lld (rows a multiple of t > 0, offset >= 0)", op, (long long)rows,
-           (long long)t, (long long)offset);
-  if (rows == 0 || cols == 0) return;
-  MT_CHECK(dx && y && dy, INVALID_ARGUMENT, "cuda %s: null buffer (dx=%p, y=%p, dy=%p)", op, dx, y, dy);
-  dispatch_float(dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // Only the warp-per-row kernel skips the masked columns; the others read whole rows, which
-    // gives the same values (y is 0 there).
-    softmax_backward_t<T, false>(c, static_cast<T *>(dx), static_cast<const T *>(y), static_cast<const T *>(dy), rows,
-                                 cols, t, offset);
-  });
+  backward_rows(c, "causal_softmax backward", dx, y, dy, rows, cols, dtype, false, t, offset);
 }
 
 }  // namespace cuda
