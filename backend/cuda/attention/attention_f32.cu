@@ -157,6 +157,31 @@ struct FwdArgs {
   int causal;
 };
 
+// Where a forward or dq block stands: its query tile (the last tiles first), this thread's
+// sub-thread index and first query row, and the keys the tile sees (kend: one past the last).
+struct QueryTile {
+  int tile, sub, i0, kend;
+};
+__device__ __forceinline__ QueryTile query_tile(int tq, int tk, bool causal, int per_block) {
+  QueryTile t;
+  t.tile = (tq + per_block - 1) / per_block - 1 - (int)blockIdx.x;
+  t.sub = sub_of(threadIdx.x);
+  t.i0 = t.tile * per_block + row_of(threadIdx.x);
+  const int last = min(tq, (t.tile + 1) * per_block) - 1;
+  t.kend = causal ? min(tk, last + tk - tq + 1) : tk;
+  return t;
+}
+
+// Rows [k0, k0 + kTile) of k and v (zero past kend) into ks and vs, between two barriers.
+template <int D>
+__device__ __forceinline__ void stage_kv(float (*ks)[D + kPad], float (*vs)[D + kPad], const float *kp, int64_t krow,
+                                         const float *vp, int64_t vrow, int k0, int kend) {
+  __syncthreads();
+  load_tile<D>(ks, kp, krow, k0, kend, 1.f);
+  load_tile<D>(vs, vp, vrow, k0, kend, 1.f);
+  __syncthreads();
+}
+
 // ---- kernels -------------------------------------------------------------------------
 
 // R query rows per thread (R * kRows per block): each shared value read feeds R rows.
@@ -166,12 +191,8 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(FwdArgs a) {
   __shared__ __align__(16) float ks[kTile][D + kPad];
   __shared__ __align__(16) float vs[kTile][D + kPad];
   const int bh = blockIdx.y;
-  const int tiles = (a.tq + kPer - 1) / kPer;
-  const int tile = tiles - 1 - (int)blockIdx.x;
-  const int sub = sub_of(threadIdx.x), i0 = tile * kPer + row_of(threadIdx.x);
-  const int off = a.tk - a.tq;
-  const int last = min(a.tq, (tile + 1) * kPer) - 1;
-  const int kend = a.causal ? min(a.tk, last + off + 1) : a.tk;
+  const QueryTile qt = query_tile(a.tq, a.tk, a.causal, kPer);
+  const int sub = qt.sub, i0 = qt.i0, kend = qt.kend, off = a.tk - a.tq;
   const float *qp = a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads);
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
@@ -190,10 +211,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(FwdArgs a) {
   }
 
   for (int k0 = 0; k0 < kend; k0 += kTile) {
-    __syncthreads();
-    load_tile<D>(ks, kp, a.k.row, k0, kend, 1.f);
-    load_tile<D>(vs, vp, a.v.row, k0, kend, 1.f);
-    __syncthreads();
+    stage_kv<D>(ks, vs, kp, a.k.row, vp, a.v.row, k0, kend);
 #pragma unroll 1
     for (int c0 = 0; c0 < kTile / kSub; c0 += kCh) {
       float s[R][kCh];
@@ -293,14 +311,10 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(BwdArgs a) {
   __shared__ __align__(16) float ks[kTile][D + kPad];
   __shared__ __align__(16) float vs[kTile][D + kPad];
   const int bh = blockIdx.y;
-  const int tiles = (a.tq + kRows - 1) / kRows;
-  const int tile = tiles - 1 - (int)blockIdx.x;
-  const int sub = sub_of(threadIdx.x), i = tile * kRows + row_of(threadIdx.x);
+  const QueryTile qt = query_tile(a.tq, a.tk, a.causal, kRows);
+  const int sub = qt.sub, i = qt.i0, kend = qt.kend;
   const bool valid = i < a.tq;
-  const int off = a.tk - a.tq;
-  const int last = min(a.tq, (tile + 1) * kRows) - 1;
-  const int kend = a.causal ? min(a.tk, last + off + 1) : a.tk;
-  const int lim = a.causal ? i + off : a.tk - 1;
+  const int lim = a.causal ? i + a.tk - a.tq : a.tk - 1;
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
 
@@ -328,10 +342,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(BwdArgs a) {
   for (int c = 0; c < D; c++) dq[c] = 0.f;
 
   for (int k0 = 0; k0 < kend; k0 += kTile) {
-    __syncthreads();
-    load_tile<D>(ks, kp, a.k.row, k0, kend, 1.f);
-    load_tile<D>(vs, vp, a.v.row, k0, kend, 1.f);
-    __syncthreads();
+    stage_kv<D>(ks, vs, kp, a.k.row, vp, a.v.row, k0, kend);
 #pragma unroll 1
     for (int c0 = 0; c0 < kTile / kSub; c0 += kChunk) {
       float ds[kChunk];
