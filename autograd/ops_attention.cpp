@@ -59,8 +59,11 @@ AttentionGeometry packed_geometry(const Shape &qkv, int64_t heads) {
   return g;
 }
 
-bool self_attention_fused(const Ref &qkv, int64_t dh) {
-  return qkv->numel() > 0 && aligned16(qkv) && qkv->backend().strided_attention_supported(qkv->dtype, dh);
+// Whether the backend's strided kernels take qkv with this many heads (a grid row per head of
+// each batch: B * H <= 65535).
+bool self_attention_fused(const Ref &qkv, int64_t heads, int64_t dh) {
+  return qkv->numel() > 0 && qkv->shape[0] * heads <= 65535 && qkv->shape[1] < (1LL << 30) && aligned16(qkv) &&
+         qkv->backend().strided_attention_supported(qkv->dtype, dh);
 }
 
 }  // namespace
@@ -100,7 +103,7 @@ Ref self_attention(const Ref &qkv, int64_t heads, bool causal, double scale) {
            (long long)heads);
   MT_CHECK(std::isfinite(scale), INVALID_ARGUMENT, "scale must be finite, got %g", scale);
   const int64_t D = D3 / 3, Dh = D / heads;
-  if (!self_attention_fused(qkv, Dh)) {  // the composition, on every backend
+  if (!self_attention_fused(qkv, heads, Dh)) {  // the composition, on every backend
     Ref p = permute(reshape(qkv, {B, T, 3, heads, Dh}), {2, 0, 3, 1, 4});  // [3, B, H, T, Dh]
     Ref q = reshape(slice(p, 0, 0, 1), {B, heads, T, Dh}), k = reshape(slice(p, 0, 1, 2), {B, heads, T, Dh}),
         v = reshape(slice(p, 0, 2, 3), {B, heads, T, Dh});
