@@ -4,8 +4,9 @@
  * learned position embeddings, a final LayerNorm and a vocabulary head (a Linear without bias,
  * optionally tied to the token embedding). Attention is multi-head and causal: one fused qkv
  * Linear whose heads mt_self_attention reads in place (float32), or, with cfg.bf16_attention,
- * reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention in bfloat16 (gpt_attention). Each residual add runs fused with the LayerNorm that
- * reads its sum (mt_add_layer_norm), and the MLP's first bias with its GELU (mt_bias_act).
+ * reshaped to [B, H, T, Dh] for mt_scaled_dot_product_attention in bfloat16 (gpt_attention).
+ * Each residual add runs fused with the LayerNorm that reads its sum (mt_add_layer_norm), and
+ * the MLP's first bias with its GELU (mt_bias_act).
  * Header-only C99; needs nn.h (and so minitorch.h, <math.h>, <stdio.h>) and <string.h>.
  *
  * Contents: gpt_config and the structs; gpt_free / gpt_init (GPT-2's initialisation);
