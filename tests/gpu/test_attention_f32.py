@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import abi_util as U  # noqa: E402
 from abi_util import LIB, MT_F32  # noqa: E402
 
-from tests.gpu.test_flash_attention import RUN, SKIP_WHY, first_bad, from_mt, poison_pool, rel, to_mt  # noqa: E402
+from tests.gpu.test_flash_attention import (RUN, SKIP_WHY, backward_of, first_bad, from_mt,  # noqa: E402
+                                          poison_pool, rel, to_mt)
 
 try:
     import torch
@@ -73,29 +74,6 @@ def torch_packed64(qkv, heads, causal, dout):
     return out.detach().cpu(), x.grad.detach().cpu()
 
 
-def backward_of(out, dout, inputs):
-    """Backward of sum(out * dout) from minitorch tensor out; the gradients of inputs as torch tensors.
-    Releases out."""
-    held = [out]
-    try:
-        w = to_mt(dout)
-        held.append(w)
-        prod = U.call("mt_mul", out, w)
-        held.append(prod)
-        loss = U.call("mt_sum", prod)
-        held.append(loss)
-        U.check(LIB.mt_backward(loss), "mt_backward")
-        grads = []
-        for h in inputs:
-            g = U.grad_of(h)
-            held.append(g)
-            grads.append(from_mt(g, torch.float32))
-        return grads
-    finally:
-        for h in held:
-            U.release(h)
-
-
 @unittest.skipUnless(RUN, SKIP_WHY)
 class AttentionF32Test(unittest.TestCase):
     def setUp(self):
@@ -123,7 +101,7 @@ class AttentionF32Test(unittest.TestCase):
                     out = U.call("mt_scaled_dot_product_attention", hs[0], hs[1], hs[2], c_int64(1 if causal else 0))
                     self.assertEqual(LIB.mt_tape_size() - before, 1, "one FLASH_ATTENTION node")
                     self.check("out", from_mt(out, torch.float32), want)
-                    grads = backward_of(out, dout, hs)
+                    grads = backward_of(out, dout, hs, torch.float32)
                     for name, got, ref in zip(("dq", "dk", "dv"), grads, wgrads):
                         self.check(name, got, ref)
                 finally:
@@ -148,7 +126,7 @@ class AttentionF32Test(unittest.TestCase):
                             out = U.call("mt_self_attention", x, c_int64(H), c_int64(1 if causal else 0))
                             self.assertEqual(LIB.mt_tape_size() - before, 1, "one SELF_ATTENTION node")
                             got = from_mt(out, torch.float32)
-                            runs.append((got, backward_of(out, dout, [x])[0]))
+                            runs.append((got, backward_of(out, dout, [x], torch.float32)[0]))
                         finally:
                             U.release(x)
                     self.check("out", runs[0][0], want)
@@ -170,7 +148,7 @@ class AttentionF32Test(unittest.TestCase):
                     out = U.call("mt_self_attention", x, c_int64(2), c_int64(1))
                     self.assertGreater(LIB.mt_tape_size() - before, 1, "composed: more than one node")
                     self.check("out", from_mt(out, torch.float32), want)
-                    self.check("dqkv", backward_of(out, dout, [x])[0], wgrad)
+                    self.check("dqkv", backward_of(out, dout, [x], torch.float32)[0], wgrad)
                 finally:
                     U.release(x)
 

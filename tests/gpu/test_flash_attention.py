@@ -109,6 +109,29 @@ def poison_pool(nbytes=1 << 28):
     U.release(h)
 
 
+def backward_of(out, dout, inputs, dtype):
+    """Backward of sum(out * dout) from minitorch float32 tensor out; the gradients of inputs as torch
+    CPU tensors of dtype. Releases out."""
+    held = [out]
+    try:
+        w = to_mt(dout.float())
+        held.append(w)
+        prod = U.call("mt_mul", out, w)
+        held.append(prod)
+        loss = U.call("mt_sum", prod)
+        held.append(loss)
+        U.check(LIB.mt_backward(loss), "mt_backward")
+        grads = []
+        for h in inputs:
+            g = U.grad_of(h)
+            held.append(g)
+            grads.append(from_mt(g, dtype))
+        return grads
+    finally:
+        for h in held:
+            U.release(h)
+
+
 def mt_attention(q, k, v, causal, scale, dout=None):
     """minitorch's scaled_dot_product_attention of torch tensors q, k, v (their dtype): out and, when
     dout is given, (dq, dk, dv) from backward of sum(cast(out, f32) * dout) - all as torch CPU tensors."""
@@ -125,21 +148,7 @@ def mt_attention(q, k, v, causal, scale, dout=None):
         got = from_mt(out, q.dtype)
         if not grad:
             return got, None
-        o32 = U.call("mt_tensor_cast", out, MT_F32)
-        held.append(o32)
-        w = to_mt(dout.float())
-        held.append(w)
-        prod = U.call("mt_mul", o32, w)
-        held.append(prod)
-        loss = U.call("mt_sum", prod)
-        held.append(loss)
-        U.check(LIB.mt_backward(loss), "mt_backward")
-        grads = []
-        for h in hs:
-            g = U.grad_of(h)
-            held.append(g)
-            grads.append(from_mt(g, q.dtype))
-        return got, grads
+        return got, backward_of(U.call("mt_tensor_cast", out, MT_F32), dout, hs, q.dtype)
     finally:
         for h in held:
             U.release(h)
