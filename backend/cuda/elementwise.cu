@@ -8,8 +8,9 @@
 // All are bandwidth bound: unary moves 2n elements and binary 3n, for 1-20 flops each,
 // so an H100 (~3 TB/s copy) should run a 64M-element f32 unary in ~0.18 ms and a binary
 // in ~0.27 ms. What buys that: 16-byte loads and stores (float4 / double2 / 8 halves) on
-// the flat path whenever every pointer is 16-byte aligned, four of them in flight per
-// thread, a grid-stride loop over one wave of resident blocks, and a scalar tail.
+// the flat path whenever every pointer is 16-byte aligned, each block owning one contiguous
+// tile of 256 threads x 2 packs with every load issued before the first store (block_tile),
+// and a scalar tail; unaligned pointers take a grid-stride loop of single elements.
 // The broadcast path (plan.same false) maps each output index to the two input offsets
 // with at most 8 divisions by constants, done as multiply-high + shift (FastDivmod)
 // while numel < 2^31, which keeps it bandwidth bound too.
@@ -32,7 +33,7 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;  // 16-byte accesses in flight per thread
+constexpr int kUnroll = 2;  // 16-byte packs per thread and operand in a flat map's tile
 
 // ---- math by compute type ---------------------------------------------------------------
 
@@ -124,43 +125,70 @@ __global__ void __launch_bounds__(kThreads) arange_kernel(T *out, int64_t n, dou
     out[i] = convert<T>(start + (double)i * step);
 }
 
-// out[i] = fn(a[i]) (ARITY 1) or fn(a[i], b[i]) (ARITY 2) over n flat elements. With VEC
-// every pointer is 16-byte aligned and elements move in Pack<T> groups of 16 bytes; each
-// thread first issues up to kUnroll loads per operand, then computes and stores, so several
-// memory transactions are in flight per thread. In-place use (out == a) is safe: every
-// element is read before it is written, by the same thread. UNROLL (accesses in flight) and
-// CS (streaming cache hints on the 16-byte accesses) are the study's knobs (mt_study_relu).
-template <class T, bool VEC, int ARITY, class Fn, int UNROLL = kUnroll, bool CS = false>
+// One output element of a flat map: fn(a) (ARITY 1) or fn(a, b) (ARITY 2), in Compute<T>.
+template <class T, int ARITY, class Fn>
+__device__ __forceinline__ T map_one(const Fn &fn, T a, T b) {
+  if constexpr (ARITY == 1) { (void)b; return from_compute<T>(fn(to_compute(a))); }
+  else return from_compute<T>(fn(to_compute(a), to_compute(b)));
+}
+
+// out[i] = fn(a[i]) (ARITY 1) or fn(a[i], b[i]) (ARITY 2) over n flat elements, production
+// kernel: every pointer 16-byte aligned, elements moved in Pack<T> groups of 16 bytes over
+// block-local tiles of THREADS x UNROLL packs (block_tile: a thread's loads are all issued
+// before it computes and stores); the n % N elements after the last pack are done by the
+// first threads of block 0. In-place use (out == a) is safe: every element is read before it
+// is written, by the same thread.
+template <class T, int ARITY, class Fn, int THREADS = kThreads, int UNROLL = kUnroll>
+__global__ void __launch_bounds__(THREADS) map_tile_kernel(T *out, const T *a, const T *b,
+                                                           int64_t n, Fn fn) {
+  pdl_enter();
+  constexpr int N = Pack<T>::N;
+  struct In { Pack<T> x, y; };
+  block_tile<THREADS, UNROLL>(
+      n / N,
+      [&](int64_t p) {
+        In v;
+        v.x = load128(a + p * N);
+        v.y = ARITY == 2 ? load128(b + p * N) : v.x;
+        return v;
+      },
+      [&](int64_t p, const In &v) {
+        Pack<T> r;
+#pragma unroll
+        for (int k = 0; k < N; ++k) r.v[k] = map_one<T, ARITY>(fn, v.x.v[k], v.y.v[k]);
+        store128(out + p * N, r);
+      });
+  if (blockIdx.x == 0) {
+    const int64_t t = n / N * N + threadIdx.x;
+    if (t < n) out[t] = map_one<T, ARITY>(fn, a[t], ARITY == 2 ? b[t] : a[t]);
+  }
+}
+
+// The same map on a grid-stride grid: the path for pointers that are not 16-byte aligned
+// (VEC false: one element per step), and with VEC the earlier production walk the study
+// compares against (mt_study_relu): each thread's UNROLL packs a whole grid apart.
+template <class T, bool VEC, int ARITY, class Fn, int UNROLL = 4>
 __global__ void __launch_bounds__(kThreads) map_flat_kernel(T *out, const T *a, const T *b,
                                                             int64_t n, Fn fn) {
   pdl_enter();
   constexpr int N = VEC ? Pack<T>::N : 1;
   using V = typename std::conditional<VEC, Pack<T>, T>::type;
   auto load = [](const T *p) -> V {
-    if constexpr (VEC && CS) return load128_cs(p);
-    else if constexpr (VEC) return load128(p);
+    if constexpr (VEC) return load128(p);
     else return *p;
   };
-  auto elem = [](const V &v, int k) -> T {
-    if constexpr (VEC) return v.v[k]; else { (void)k; return v; }
-  };
   auto compute = [&](const V &x, const V &y) -> V {
-    V r;
     if constexpr (VEC) {
+      V r;
 #pragma unroll
-      for (int k = 0; k < N; ++k) {
-        if constexpr (ARITY == 1) r.v[k] = from_compute<T>(fn(to_compute(elem(x, k))));
-        else r.v[k] = from_compute<T>(fn(to_compute(elem(x, k)), to_compute(elem(y, k))));
-      }
+      for (int k = 0; k < N; ++k) r.v[k] = map_one<T, ARITY>(fn, x.v[k], y.v[k]);
+      return r;
     } else {
-      if constexpr (ARITY == 1) r = from_compute<T>(fn(to_compute(x)));
-      else r = from_compute<T>(fn(to_compute(x), to_compute(y)));
+      return map_one<T, ARITY>(fn, x, y);
     }
-    return r;
   };
   auto store = [](T *p, const V &v) {
-    if constexpr (VEC && CS) store128_cs(p, v);
-    else if constexpr (VEC) store128(p, v);
+    if constexpr (VEC) store128(p, v);
     else *p = v;
   };
 
@@ -173,23 +201,18 @@ __global__ void __launch_bounds__(kThreads) map_flat_kernel(T *out, const T *a, 
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       xa[u] = load(a + (i + u * stride) * N);
-      if constexpr (ARITY == 2) xb[u] = load(b + (i + u * stride) * N);
-      else xb[u] = xa[u];
+      xb[u] = ARITY == 2 ? load(b + (i + u * stride) * N) : xa[u];
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) store(out + (i + u * stride) * N, compute(xa[u], xb[u]));
   }
   for (; i < nv; i += stride) {
     const V xa = load(a + i * N);
-    const V xb = ARITY == 2 ? load(b + i * N) : xa;
-    store(out + i * N, compute(xa, xb));
+    store(out + i * N, compute(xa, ARITY == 2 ? load(b + i * N) : xa));
   }
   if constexpr (VEC) {  // the n % N elements after the last whole pack
     const int64_t t = nv * N + tid;
-    if (t < n) {
-      if constexpr (ARITY == 1) out[t] = from_compute<T>(fn(to_compute(a[t])));
-      else out[t] = from_compute<T>(fn(to_compute(a[t]), to_compute(b[t])));
-    }
+    if (t < n) out[t] = map_one<T, ARITY>(fn, a[t], ARITY == 2 ? b[t] : a[t]);
   }
 }
 
@@ -245,20 +268,26 @@ __global__ void __launch_bounds__(kThreads) binary_bcast64_kernel(T *out, const 
 
 // ---- launch helpers ---------------------------------------------------------------------
 
-// The flat launch. Production: UNROLL = kUnroll, no cache hints, and one block per
-// kThreads * UNROLL packs so every thread runs the unrolled loop once (measured on an H200,
-// 64M f32 add: 4.19 TB/s against 3.95 TB/s for a one-wave grid-stride grid, where the last
-// wave's tail and fewer loads in flight cost 5%). WAVE: that one-wave grid-stride grid instead.
-// The other settings are study variants (mt_study_relu).
-template <class T, int ARITY, class Fn, int UNROLL = kUnroll, bool CS = false, bool WAVE = false>
+// How a flat map walks its elements when every pointer is 16-byte aligned. TILE (production):
+// map_tile_kernel, one block per THREADS * UNROLL packs. SPREAD: map_flat_kernel with one block
+// per kThreads * UNROLL packs, each thread's packs a grid apart (production until bw_study.py
+// on an H100 measured relu over 64M f32 at 185 us against TILE's 182 us, PyTorch's 182 us).
+// WAVE: map_flat_kernel on one wave of resident blocks (grid-stride; 196 us there). SPREAD and
+// WAVE, and THREADS/UNROLL other than the defaults, are study variants (mt_study_relu).
+enum class Walk { TILE, SPREAD, WAVE };
+
+template <class T, int ARITY, class Fn, Walk WALK = Walk::TILE, int THREADS = kThreads, int UNROLL = kUnroll>
 void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn fn) {
   Context &c = context();
   const bool vec = is_aligned16(out) && is_aligned16(a) && (ARITY == 1 || is_aligned16(b));
-  if (vec) {
-    constexpr auto kernel = map_flat_kernel<T, true, ARITY, Fn, UNROLL, CS>;
-    const int64_t packs = n / Pack<T>::N;
-    const unsigned grid = WAVE ? wave_grid<kernel>(c.sm_count, packs, kThreads, kThreads)
-                               : grid_of((packs + kThreads * UNROLL - 1) / (kThreads * UNROLL));
+  const int64_t packs = n / Pack<T>::N;
+  if (vec && WALK == Walk::TILE) {
+    constexpr auto kernel = map_tile_kernel<T, ARITY, Fn, THREADS, UNROLL>;
+    MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(tiles_of(packs, THREADS, UNROLL)), THREADS, out, a, b, n, fn));
+  } else if (vec) {
+    constexpr auto kernel = map_flat_kernel<T, true, ARITY, Fn, UNROLL>;
+    const unsigned grid = WALK == Walk::WAVE ? wave_grid<kernel>(c.sm_count, packs, kThreads, kThreads)
+                                             : tiles_of(packs, kThreads, UNROLL);
     MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(grid), kThreads, out, a, b, n, fn));
   } else {
     constexpr auto kernel = map_flat_kernel<T, false, ARITY, Fn>;
@@ -475,18 +504,19 @@ extern "C" MT_API int mt_study_stream(void **stream) {
 
 // mt_study_relu: out (n) = relu(x (n)), device pointers of dtype (an mt_dtype: F32, F64, F16,
 // BF16), borrowed for the call, queued on the library's stream. variant:
-//   0  production (what mt_relu runs): 4 packs in flight per thread, one block per 1024 packs
-//   1  4 packs in flight, one wave of resident blocks walking the array (grid-stride)
-//   2  8 packs in flight per thread, one block per 2048 packs
-//   3  (0) with streaming cache hints (ld.global.cs / st.global.cs)
-//   4  (2) with streaming cache hints
-//   5  (4) on the one-wave grid-stride grid
-// Variants 1..5 need 16-byte aligned out and x (MT_ERR_UNSUPPORTED otherwise).
+//   0  production (what mt_relu runs): block-local tiles of 256 threads x 2 packs (map_tile_kernel)
+//   1  4 packs per thread a grid apart, one block per 1024 packs (the earlier production)
+//   2  4 packs per thread a grid apart, one wave of resident blocks walking the array (grid-stride)
+//   3  tiles of 256 threads x 1 pack
+//   4  tiles of 128 threads x 2 packs
+//   5  tiles of 256 threads x 4 packs
+//   6  tiles of 128 threads x 1 pack
+// Variants 1..6 need 16-byte aligned out and x (MT_ERR_UNSUPPORTED otherwise).
 extern "C" MT_API int mt_study_relu(void *out, const void *x, int64_t n, int32_t dtype, int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_relu", [&] {
-    check_variant(variant, 5);
+    check_variant(variant, 6);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(n >= 0, INVALID_ARGUMENT, "negative element count %lld", (long long)n);
     if (n == 0) return;
@@ -503,11 +533,12 @@ extern "C" MT_API int mt_study_relu(void *out, const void *x, int64_t n, int32_t
       const Fn fn{C(0)};
       switch (variant) {
         case 0: launch_flat<T, 1, Fn>("study_relu", o, in, in, n, fn); break;
-        case 1: launch_flat<T, 1, Fn, 4, false, true>("study_relu", o, in, in, n, fn); break;
-        case 2: launch_flat<T, 1, Fn, 8, false, false>("study_relu", o, in, in, n, fn); break;
-        case 3: launch_flat<T, 1, Fn, 4, true, false>("study_relu", o, in, in, n, fn); break;
-        case 4: launch_flat<T, 1, Fn, 8, true, false>("study_relu", o, in, in, n, fn); break;
-        default: launch_flat<T, 1, Fn, 8, true, true>("study_relu", o, in, in, n, fn); break;
+        case 1: launch_flat<T, 1, Fn, Walk::SPREAD, kThreads, 4>("study_relu", o, in, in, n, fn); break;
+        case 2: launch_flat<T, 1, Fn, Walk::WAVE, kThreads, 4>("study_relu", o, in, in, n, fn); break;
+        case 3: launch_flat<T, 1, Fn, Walk::TILE, 256, 1>("study_relu", o, in, in, n, fn); break;
+        case 4: launch_flat<T, 1, Fn, Walk::TILE, 128, 2>("study_relu", o, in, in, n, fn); break;
+        case 5: launch_flat<T, 1, Fn, Walk::TILE, 256, 4>("study_relu", o, in, in, n, fn); break;
+        default: launch_flat<T, 1, Fn, Walk::TILE, 128, 1>("study_relu", o, in, in, n, fn); break;
       }
     });
   });

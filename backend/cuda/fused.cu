@@ -56,7 +56,7 @@ constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or 
 constexpr int64_t kFwdCachedMaxCols = 32768;
 constexpr int64_t kBwdCachedMaxCols = 16384;
 constexpr int kElemThreads = 256;       // gelu, causal mask
-constexpr int kElemUnroll = 4;          // 16-byte packs in flight per gelu thread
+constexpr int kElemUnroll = 1;          // 16-byte packs per gelu thread and operand (block_tile)
 constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 8 row-lanes
 
 // ---- math ---------------------------------------------------------------------------------
@@ -515,46 +515,38 @@ struct ParamStore {
 // ---- gelu and the causal mask -----------------------------------------------------------------
 
 // out = gelu(x) (BWD false) or gelu'(x) * dy (BWD true) over n elements. VEC: every pointer
-// 16-byte aligned; each thread loads UNROLL packs per operand before computing, as the
-// flat kernels of elementwise.cu; the n % N tail is done by the first threads. UNROLL and CS
-// (streaming cache hints) are the study's knobs (mt_study_gelu).
-template <class T, bool VEC, bool BWD, int UNROLL = kElemUnroll, bool CS = false>
-__global__ void __launch_bounds__(kElemThreads) gelu_kernel(T *out, const T *x, const T *dy, int64_t n) {
+// 16-byte aligned; block-local tiles of THREADS x UNROLL packs (block_tile, as the flat maps of
+// elementwise.cu); the n % N tail is done by the first threads of block 0. Without VEC a
+// grid-stride loop of single elements. THREADS and UNROLL are the study's knobs (mt_study_gelu).
+template <class T, bool VEC, bool BWD, int THREADS = kElemThreads, int UNROLL = kElemUnroll>
+__global__ void __launch_bounds__(THREADS) gelu_kernel(T *out, const T *x, const T *dy, int64_t n) {
   auto f = [](T xv, T dv) -> T {
     if constexpr (BWD) return from_compute<T>(gelu_grad(to_compute(xv), to_compute(dv)));
     else return from_compute<T>(gelu_value(to_compute(xv)));
   };
-  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   if constexpr (VEC) {
     constexpr int N = Pack<T>::N;
-    const int64_t nv = n / N;
-    for (int64_t i = tid; i < nv; i += UNROLL * stride) {
-      Pack<T> vx[UNROLL], vd[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int64_t p = i + u * stride;
-        if (p < nv) {
-          vx[u] = CS ? load128_cs(x + p * N) : load128(x + p * N);
-          if constexpr (BWD) vd[u] = CS ? load128_cs(dy + p * N) : load128(dy + p * N);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const int64_t p = i + u * stride;
-        if (p < nv) {
+    struct In { Pack<T> x, d; };
+    block_tile<THREADS, UNROLL>(
+        n / N,
+        [&](int64_t p) {
+          In v;
+          v.x = load128(x + p * N);
+          v.d = BWD ? load128(dy + p * N) : v.x;
+          return v;
+        },
+        [&](int64_t p, const In &v) {
           Pack<T> o;
 #pragma unroll
-          for (int j = 0; j < N; ++j) o.v[j] = f(vx[u].v[j], BWD ? vd[u].v[j] : vx[u].v[j]);
-          if constexpr (CS) store128_cs(out + p * N, o);
-          else store128(out + p * N, o);
-        }
-      }
-    }
-    const int64_t t = nv * N + tid;
-    if (t < n) out[t] = f(x[t], BWD ? dy[t] : x[t]);
+          for (int j = 0; j < N; ++j) o.v[j] = f(v.x.v[j], v.d.v[j]);
+          store128(out + p * N, o);
+        });
+    const int64_t t = n / N * N + threadIdx.x;
+    if (blockIdx.x == 0 && t < n) out[t] = f(x[t], BWD ? dy[t] : x[t]);
   } else {
-    for (int64_t i = tid; i < n; i += stride) out[i] = f(x[i], BWD ? dy[i] : x[i]);
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+      out[i] = f(x[i], BWD ? dy[i] : x[i]);
   }
 }
 
@@ -740,15 +732,15 @@ void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
 }
 
-// Production: UNROLL = kElemUnroll, no cache hints; the study's variants (mt_study_gelu) set them.
-template <class T, bool BWD, int UNROLL = kElemUnroll, bool CS = false>
+// Production: tiles of kElemThreads x kElemUnroll packs (bw_study.py on an H100, 64M f32: one
+// pack per thread 181.5 us forward and 266.7 us backward, two 183.6 and 268.0 us, PyTorch 182.4
+// and 268.0 us); the study's variants (mt_study_gelu) set other tiles.
+template <class T, bool BWD, int THREADS = kElemThreads, int UNROLL = kElemUnroll>
 void gelu_t(Context &c, T *out, const T *x, const T *dy, int64_t n) {
   const bool vec = is_aligned16(out) && is_aligned16(x) && is_aligned16(dy);
   if (vec) {
-    // one block per kElemThreads * UNROLL packs: every thread runs the unrolled body once
-    const int64_t per_block = (int64_t)kElemThreads * UNROLL * Pack<T>::N;
-    gelu_kernel<T, true, BWD, UNROLL, CS>
-        <<<grid_of((n + per_block - 1) / per_block), kElemThreads, 0, c.stream>>>(out, x, dy, n);
+    gelu_kernel<T, true, BWD, THREADS, UNROLL>
+        <<<tiles_of(n / Pack<T>::N, THREADS, UNROLL), THREADS, 0, c.stream>>>(out, x, dy, n);
   } else {
     constexpr auto kernel = gelu_kernel<T, false, BWD>;
     kernel<<<wave_grid<kernel>(c.sm_count, n, kElemThreads, kElemThreads), kElemThreads, 0, c.stream>>>(out, x, dy, n);
@@ -873,10 +865,10 @@ extern "C" MT_API int mt_study_layer_norm(void *y, void *mean, void *rstd, const
 // mt_study_gelu: out (n) = gelu(x) (backward 0) or gelu'(x) * dy (backward 1, dy a real gradient)
 // on device buffers of dtype (F32, F64, F16, BF16), borrowed for the call and queued on the
 // library's stream; the kernels of mt_gelu and of its backward. variant:
-//   0  production: 4 packs in flight per thread and operand
-//   1  8 packs in flight
-//   2  (0) with streaming cache hints (ld.global.cs / st.global.cs)
-//   3  (1) with streaming cache hints
+//   0  production: block-local tiles of 256 threads x 1 pack per operand (block_tile)
+//   1  tiles of 256 threads x 4 packs
+//   2  tiles of 256 threads x 2 packs
+//   3  tiles of 128 threads x 2 packs
 // Variants 1-3 need 16-byte aligned buffers (MT_ERR_UNSUPPORTED otherwise).
 extern "C" MT_API int mt_study_gelu(void *out, const void *x, const void *dy, int64_t n, int32_t dtype,
                                     int32_t backward, int32_t variant) {
@@ -901,9 +893,9 @@ extern "C" MT_API int mt_study_gelu(void *out, const void *x, const void *dy, in
         constexpr bool B = decltype(bwd)::value;
         switch (variant) {
           case 0: gelu_t<T, B>(c, o, xt, dt, n); break;
-          case 1: gelu_t<T, B, 8, false>(c, o, xt, dt, n); break;
-          case 2: gelu_t<T, B, kElemUnroll, true>(c, o, xt, dt, n); break;
-          default: gelu_t<T, B, 8, true>(c, o, xt, dt, n); break;
+          case 1: gelu_t<T, B, 256, 4>(c, o, xt, dt, n); break;
+          case 2: gelu_t<T, B, 256, 2>(c, o, xt, dt, n); break;
+          default: gelu_t<T, B, 128, 2>(c, o, xt, dt, n); break;
         }
       };
       if (backward) run(std::true_type{});

@@ -11,7 +11,7 @@ launches per variant, median, default 30), --bufs N (input buffers rotated over,
 
 Variants (the mt_study_* hooks, internal to libminitorch.so, not in abi/minitorch.h; the variant
 lists and what each adds are documented beside each hook):
-  relu         backend/cuda/elementwise.cu  mt_study_relu         0..5
+  relu         backend/cuda/elementwise.cu  mt_study_relu         0..6
   gelu         backend/cuda/fused.cu        mt_study_gelu         0..3 (tanh form, forward)
   gelu_bwd     backend/cuda/fused.cu        mt_study_gelu         0..3: dx = gelu'(x) * dy for a real
                                                                   random dy, against PyTorch's
@@ -57,11 +57,13 @@ ROW_SHAPES = [(65536, 1024), (262144, 128), (8192, 32768)]
 FLAT_SIZES = [1 << 26, 1 << 24]
 OPS = {
     # op: (hook, variants, variant names)
-    "relu": ("mt_study_relu", list(range(6)),
-             {0: "production (4 packs, 1 block/1024 packs)", 1: "4 packs, one-wave grid-stride", 2: "8 packs",
-              3: "4 packs, .cs hints", 4: "8 packs, .cs hints", 5: "8 packs, .cs, one wave"}),
+    "relu": ("mt_study_relu", list(range(7)),
+             {0: "production (tiles of 256 x 2 packs)", 1: "4 packs a grid apart, 1 block/1024 packs",
+              2: "4 packs a grid apart, one-wave grid-stride", 3: "tiles of 256 x 1 pack", 4: "tiles of 128 x 2 packs",
+              5: "tiles of 256 x 4 packs", 6: "tiles of 128 x 1 pack"}),
     "gelu": ("mt_study_gelu", list(range(4)),
-             {0: "production (4 packs)", 1: "8 packs", 2: "4 packs, .cs hints", 3: "8 packs, .cs hints"}),
+             {0: "production (tiles of 256 x 1 pack)", 1: "tiles of 256 x 4 packs", 2: "tiles of 256 x 2 packs",
+              3: "tiles of 128 x 2 packs"}),
     "sum": ("mt_study_sum", list(range(5)),
             {0: "production (CUB)", 1: "split-row, 2 passes", 2: "one pass, 8 loads, last block",
              3: "one pass, 4 loads, last block", 4: "one pass, 8 loads .cs, last block"}),

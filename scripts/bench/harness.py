@@ -3,10 +3,15 @@
 Timing rules (PERF.md): warm-up first, then the median of several repetitions, each
 repetition a loop of iterations whose mean is taken.
   PyTorch on CUDA:  torch.cuda.Event pairs around the loop (elapsed_time, ms).
-  minitorch:        wall clock around a loop bracketed by mt_synchronize(); minitorch runs
-                    on its own stream, which torch's events would not see.
+  minitorch on CUDA: the same, with the events recorded on the stream minitorch queues its
+                    work on (mt_study_stream, wrapped as a torch.cuda.ExternalStream), so both
+                    columns are measured one way. Without torch: wall clock around a loop
+                    bracketed by mt_synchronize(), which also counts the first launch's and the
+                    final synchronize's latency (about 1 us per call in a loop of 20 launches
+                    of 100 us).
   CPU (--dry-run):  wall clock for both.
 """
+import ctypes
 import datetime
 import os
 import re
@@ -50,19 +55,45 @@ class Timer:
         self.lib, self.torch, self.torch_cuda = lib, torch, torch_cuda
 
     def mt(self, fn, iters, reps, warmup=2):
-        """Median ms per call of fn() (minitorch work), wall clock between mt_synchronize()s."""
+        """Median ms per call of fn() (minitorch work): CUDA events on minitorch's stream where
+        PyTorch's CUDA is here, else wall clock between mt_synchronize()s."""
         for _ in range(warmup):
             fn()
         self._mt_sync()
+        stream = self.mt_stream()
         times = []
         for _ in range(reps):
             self._mt_sync()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            self._mt_sync()
-            times.append((time.perf_counter() - t0) * 1e3 / iters)
+            if stream is not None:
+                start = self.torch.cuda.Event(enable_timing=True)
+                end = self.torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                for _ in range(iters):
+                    fn()
+                end.record(stream)
+                self._mt_sync()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / iters)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    fn()
+                self._mt_sync()
+                times.append((time.perf_counter() - t0) * 1e3 / iters)
         return statistics.median(times)
+
+    def mt_stream(self):
+        """minitorch's CUDA stream as a torch.cuda.ExternalStream, or None (no torch CUDA, or a
+        library without the stream hook)."""
+        if not self.torch_cuda:
+            return None
+        if not hasattr(self, "_stream"):
+            self._stream = None
+            hook = getattr(self.lib, "mt_study_stream", None)
+            ptr = ctypes.c_void_p()
+            if hook is not None and hook(ctypes.byref(ptr)) == 0 and ptr.value:
+                self._stream = self.torch.cuda.ExternalStream(ptr.value)
+        return self._stream
 
     def torch_time(self, fn, iters, reps, warmup=2):
         """Median ms per call of fn() (PyTorch work): CUDA events on a GPU, wall clock on the CPU."""

@@ -136,9 +136,14 @@ def render(U, ctx, gpu, rows, skipped, reps, seconds):
         who += ", PyTorch %s%s" % (torch.__version__, " (CUDA %s)" % torch.version.cuda if ctx.torch_cuda else " (CPU)")
     else:
         who += ", PyTorch not available"
-    how = "PyTorch timed with CUDA events" if ctx.torch_cuda else "PyTorch timed with the wall clock"
-    lines.append("%s, Python %s. Median of %d repetitions after warm-up; %s, "
-                 "minitorch with the wall clock around mt_synchronize()-bracketed loops; TF32 off in both; "
+    if ctx.torch_cuda and ctx.timer.mt_stream() is not None:
+        how = ("both timed with CUDA events around a loop of launches, recorded on the stream each library "
+               "queues its work on (minitorch's through mt_study_stream)")
+    elif ctx.torch_cuda:
+        how = "PyTorch timed with CUDA events, minitorch with the wall clock around mt_synchronize()-bracketed loops"
+    else:
+        how = "both timed with the wall clock"
+    lines.append("%s, Python %s. Median of %d repetitions after warm-up; %s; TF32 off in both; "
                  "ratio = PyTorch time / minitorch time (above 1: minitorch is faster)." % (
                      who, platform.python_version(), reps, how))
     if ctx.copy_gbs:

@@ -1,8 +1,9 @@
 """test_bw_variants - every variant of the bandwidth study hooks (scripts/bench/bw_study.py) on the
 GPU against the CPU reference backend in float64 (and against PyTorch where it is importable):
 
-  mt_study_relu         variants 0-5, float32 / float16 / bfloat16, sizes with n % 8 tails, and a
-                        buffer 4 bytes off 16-byte alignment (1-5 must refuse it, 0 must not)
+  mt_study_relu         variants 0-6, float32 / float16 / bfloat16, sizes with n % 8 tails and
+                        partial last tiles, and a buffer 4 bytes off 16-byte alignment (1-6 must
+                        refuse it, 0 must not)
   mt_study_gelu         variants 0-3, forward and backward (dx = gelu'(x) dy for a random dy; the
                         reference is the CPU's d/dx of sum(gelu(x) * dy)), the relu sizes and dtypes
   mt_study_sum          variants 0-4, the same sizes and dtypes (one-pass tails, the last-block finish
@@ -56,7 +57,7 @@ RUN = len(HOOKS) == len(SIGS) and U.HAVE_CUDA and not CP.SELF_TEST
 WHY = "the study hooks need a CUDA build and a GPU"
 
 HALF = (MT_F16, MT_BF16)
-FLAT_SIZES = [1, 7, 1000, 4099, (1 << 20) + 3]
+FLAT_SIZES = [1, 7, 1000, 4099, 6149, 9999, (1 << 20) + 3]
 ROW_CASES = [(7, 128), (33, 1024), (300, 32), (5, 512), (9, 256), (3, 4096), (2, 32768), (4, 2048), (3, 100),
              (17, 8), (2, 65536 + 64)]
 
@@ -149,7 +150,7 @@ class TestBwVariants(CP.ClassifyCase):
                 with Scope() as s:
                     xd, xr = self.device_input(s, (n,), dtype)
                     want = host(s(U.call("mt_relu", xr)))
-                    for v in range(6):
+                    for v in range(7):
                         with self.subTest(dtype=U.DTYPE_NAMES[dtype], n=n, variant=v):
                             y = self.nan_tensor(s, (n,), dtype)
                             self.assertEqual(HOOKS["mt_study_relu"](self.ptr(y), self.ptr(xd), n, dtype, v), MT_OK,
@@ -163,7 +164,7 @@ class TestBwVariants(CP.ClassifyCase):
             xd, xr = self.device_input(s, (n + 1,), MT_F32)
             want = host(s(U.call("mt_relu", xr)))[1:]
             y = self.nan_tensor(s, (n + 1,), MT_F32)
-            for v in range(1, 6):
+            for v in range(1, 7):
                 self.assertEqual(HOOKS["mt_study_relu"](self.ptr(y, 4), self.ptr(xd, 4), n, MT_F32, v), UNSUPPORTED)
                 self.assertIn("mt_study_relu", U.last_error())
             self.assertEqual(HOOKS["mt_study_relu"](self.ptr(y, 4), self.ptr(xd, 4), n, MT_F32, 0), MT_OK)
