@@ -25,7 +25,7 @@ LN = lambda fn, v, dt, n, p: fn(p, p, p, p, None, None, n, 8, c_double(1e-5), dt
 GELU = lambda fn, v, dt, n, p: fn(p, p, p, n, dt, 1, v)  # noqa: E731
 CE = lambda fn, v, dt, n, p: fn(p, p, p, p, p, p, n, 8, dt, v)  # noqa: E731
 HOOKS = {
-    "mt_study_relu": ([VP, VP, I64, I32, I32], 5, FLAT),
+    "mt_study_relu": ([VP, VP, I64, I32, I32], 6, FLAT),
     "mt_study_sum": ([VP, VP, I64, I32, I32], 4, FLAT),
     "mt_study_gelu": ([VP, VP, VP, I64, I32, I32, I32], 3, GELU),
     "mt_study_softmax": ([VP, VP, I64, I64, I32, I32], 10, ROWS),
