@@ -14,9 +14,10 @@
 // Napkin math (f32, H100 copy rate ~3 TB/s): the forward reads x and writes y, 8 bytes per
 // element (mean, rstd and gamma/beta are < 1% at the benchmark shapes): 65536 x 1024 moves
 // 512 MB, 0.17 ms at the copy rate. The backward's dx pass reads x and dy and writes dx (12
-// bytes per element); the dgamma/dbeta column sums read x and dy once more (8 bytes), 20 bytes
-// per element in all (PyTorch's backward does the same passes). GELU forward moves 8 bytes
-// per element, backward 12; one tanhf per element is far below the MUFU/FMA limits.
+// bytes per element); separate dgamma/dbeta column sums read x and dy once more (8 bytes), 20
+// bytes per element in all (PyTorch's backward makes the same passes). The fused backward sums
+// dgamma/dbeta in the dx pass: 12 bytes per element, 0.26 ms at 65536 x 1024. GELU forward
+// moves 8 bytes per element, backward 12; one tanhf per element is far below the MUFU/FMA limits.
 //
 // Row strategies (the softmax.cu scheme, see there): for d % (16 / sizeof(T)) == 0 and
 // 16-byte aligned pointers, the row lives in registers as 16-byte packs between the two
@@ -28,12 +29,17 @@
 // with 16-byte accesses where d and the pointers allow.
 //
 // dgamma/dbeta: two fixed-order stages, no float atomics, so every run gives the same bits.
-// Stage 1: blocks of 32 columns x 8 row-lanes each sum a chunk of rows into partial[chunk, d];
-// stage 2 runs the same kernel over the partials (one chunk), writing dgamma and dbeta.
+// Where dx is wanted too and a row is exactly G x PL packs (fused_shape: f32 rows up to 4096
+// columns of a multiple of 4 that split so, 16-bit rows up to 8192), stage 1 is the dx kernel
+// itself (ln_bwd_fused_kernel): each block adds dy xhat and dy of the rows it visits into one
+// partial row, so x and dy are read once. Otherwise stage 1 is its own pass: blocks of 32
+// columns x 8 row-lanes each sum a chunk of rows into partial[chunk, d]. Stage 2 runs the
+// column-sum kernel over the partials (one chunk), writing dgamma and dbeta.
 //
 // Contents: math | layer_norm kernels (cached, uncached, column sums) | gelu, causal mask |
 //           shapes and dispatch | launchers
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <initializer_list>
 #include <type_traits>
@@ -58,6 +64,8 @@ constexpr int64_t kBwdCachedMaxCols = 16384;
 constexpr int kElemThreads = 256;       // gelu, causal mask
 constexpr int kElemUnroll = 1;          // 16-byte packs per gelu thread and operand (block_tile)
 constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 8 row-lanes
+constexpr int kFusedThreads = 256;     // largest block of the fused backward (dx with dgamma/dbeta)
+constexpr int kFusedMaxPL = 4;         // its packs per lane
 
 // ---- math ---------------------------------------------------------------------------------
 
@@ -444,6 +452,118 @@ __global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
   }
 }
 
+// (fused) dx and the dgamma/dbeta partials from one read of x and dy, for rows of exactly
+// G x PL 16-byte packs (fused_shape: G <= kFusedThreads a power of two below 32 or a multiple of
+// 32, PL <= kFusedMaxPL). A block of R = blockDim.x / G row groups takes rows base + q (group q),
+// base = blockIdx.x * R, then gridDim.x * R further, and so on; lane `sub` of a group caches packs
+// sub + k G of its row. Besides dx, each thread sums dy xhat and dy of its columns over the rows
+// its group visits; at the end the block adds its R groups in order and writes the sums as row
+// blockIdx.x of pa and pb (gridDim.x x d). The column sums of the backward then cost no second
+// read of x and dy, and the grid depends only on the shape and the device, so the sums come out
+// in the same order on every run.
+template <class T, int PL>
+__global__ void __launch_bounds__(kFusedThreads)
+    ln_bwd_fused_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
+                        const Compute<T> *rstd, const T *gamma, Compute<T> *pa, Compute<T> *pb, int64_t rows, int G) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[2][kFusedThreads / 32];
+  __shared__ A part[2][kFusedThreads][N];
+  const int R = (int)blockDim.x / G, q = (int)threadIdx.x / G, sub = (int)threadIdx.x - q * G;
+  const int64_t d = (int64_t)G * PL * N;
+  A sdx[PL][N], sd[PL][N];  // column sums of dy xhat and dy
+#pragma unroll
+  for (int k = 0; k < PL; ++k)
+#pragma unroll
+    for (int j = 0; j < N; ++j) sdx[k][j] = sd[k][j] = A(0);
+  for (int64_t base = (int64_t)blockIdx.x * R; base < rows; base += (int64_t)gridDim.x * R) {
+    const int64_t r = base + q;
+    const bool valid = r < rows;  // groups past the end still take part in the reductions
+    const A m = valid ? mean[r] : A(0), rs = valid ? rstd[r] : A(0);
+    Pack<T> vx[PL], vd[PL];
+    A sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      if (valid) {
+        const int64_t c = (int64_t)(sub + k * G) * N;
+        vx[k] = load128(x + r * d + c);
+        vd[k] = load128(dy + r * d + c);
+        const Pack<T> w = pack_or(gamma, c, 1.f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const A dv = to_compute(vd[k].v[j]), xh = (to_compute(vx[k].v[j]) - m) * rs;
+          const A g = dv * to_compute(w.v[j]);
+          sg += g;
+          sgx += g * xh;
+          sdx[k][j] += dv * xh;
+          sd[k][j] += dv;
+        }
+      }
+    }
+    sg = group_sum(sg, G < 32 ? G : 32);
+    sgx = group_sum(sgx, G < 32 ? G : 32);
+    if (G > 32) {  // the group's warps are consecutive: add their sums in warp order
+      const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, per = G >> 5, first = warp / per * per;
+      if (lane == 0) {
+        red[0][warp] = sg;
+        red[1][warp] = sgx;
+      }
+      __syncthreads();
+      sg = sgx = A(0);
+      for (int w = first; w < first + per; ++w) {
+        sg += red[0][w];
+        sgx += red[1][w];
+      }
+      __syncthreads();
+    }
+    sg /= A(d);
+    sgx /= A(d);
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      if (valid) {
+        const int64_t c = (int64_t)(sub + k * G) * N;
+        const Pack<T> w = pack_or(gamma, c, 1.f), add = pack_or(dx_add, r * d + c, 0.f);
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const A g = to_compute(vd[k].v[j]) * to_compute(w.v[j]);
+          const A xh = (to_compute(vx[k].v[j]) - m) * rs;
+          o.v[j] = from_compute<T>(rs * (g - sg - xh * sgx) + to_compute(add.v[j]));
+        }
+        store128(dx + r * d + c, o);
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    if (R > 1) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        part[0][threadIdx.x][j] = sdx[k][j];
+        part[1][threadIdx.x][j] = sd[k][j];
+      }
+      __syncthreads();
+      if (q == 0) {
+        for (int g = 1; g < R; ++g)
+#pragma unroll
+          for (int j = 0; j < N; ++j) {
+            sdx[k][j] += part[0][g * G + sub][j];
+            sd[k][j] += part[1][g * G + sub][j];
+          }
+      }
+      __syncthreads();
+    }
+    if (q == 0) {
+      const int64_t c = (int64_t)blockIdx.x * d + (int64_t)(sub + k * G) * N;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        pa[c + j] = sdx[k][j];
+        pb[c + j] = sd[k][j];
+      }
+    }
+  }
+}
+
 // Column sums in a fixed order. Block (kColTile, LANES) owns columns blockIdx.x * 32 + tx
 // and the rows [blockIdx.y * chunk, + chunk); lane ty sums rows ty, ty + LANES, ..., then the
 // LANES lanes are added in order. term(r, c, a, b) adds row r's terms of column c to a and b;
@@ -732,6 +852,76 @@ void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
 }
 
+// Lanes per row G and packs per lane PL of the fused backward: rows of exactly G x PL packs,
+// PL <= kFusedMaxPL, G <= kFusedThreads a power of two below 32 or a multiple of 32, the fewest
+// packs per lane; the block holds kFusedThreads / G row groups (one group where G does not divide
+// kFusedThreads). False when no such split exists.
+bool fused_shape(int64_t packs, int &G, int &PL, int &threads) {
+  for (PL = 1; PL <= kFusedMaxPL; ++PL) {
+    if (packs % PL) continue;
+    const int64_t g = packs / PL;
+    if (g > kFusedThreads || !(g % 32 == 0 || (g < 32 && (g & (g - 1)) == 0))) continue;
+    G = (int)g;
+    threads = G * std::max(1, kFusedThreads / G);
+    return true;
+  }
+  return false;
+}
+
+// Blocks of `threads` threads (a multiple of 32, at most kFusedThreads) of Kernel resident on one
+// SM, asked of the runtime once per kernel and block size.
+template <auto Kernel>
+int fused_blocks_per_sm(int threads) {
+  static std::atomic<int> known[kFusedThreads / 32 + 1];
+  std::atomic<int> &slot = known[threads / 32];
+  int b = slot.load(std::memory_order_relaxed);
+  if (b == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, 0) != cudaSuccess || b < 1) {
+      (void)cudaGetLastError();
+      b = 1;
+    }
+    slot.store(b, std::memory_order_relaxed);
+  }
+  return b;
+}
+
+// dx, dgamma and dbeta in ln_bwd_fused_kernel (one read of x and dy) and the fixed-order sum of
+// its per-block partial rows. The grid is one wave of resident blocks at most. False (nothing
+// launched) when the shape or the pointers do not suit it.
+template <class T>
+bool layer_norm_fused_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *dbeta, const T *dy, const T *x,
+                            const Compute<T> *mean, const Compute<T> *rstd, const T *gamma, int64_t rows, int64_t d) {
+  if constexpr (!kVecType<T>) {
+    return false;
+  } else {
+    using A = Compute<T>;
+    constexpr int N = Pack<T>::N;
+    int G = 0, PL = 0, threads = 0;
+    if (!vec_ok<T>(d, {dx, dx_add, dy, x, gamma}) || !fused_shape(d / N, G, PL, threads)) return false;
+    const int64_t R = threads / G;
+    const auto launch = [&](auto pl) {
+      constexpr auto kernel = ln_bwd_fused_kernel<T, decltype(pl)::value>;
+      const int64_t cap = (int64_t)c.sm_count * fused_blocks_per_sm<kernel>(threads);
+      const int64_t grid = std::min((rows + R - 1) / R, cap);
+      PoolBuffer partial(2 * grid * d * (int64_t)sizeof(A));
+      A *pa = partial.as<A>(), *pb = pa + grid * d;
+      kernel<<<(unsigned)grid, threads, 0, c.stream>>>(dx, dx_add, dy, x, mean, rstd, gamma, pa, pb, rows, G);
+      MT_CUDA_CHECK_LAUNCH("layer_norm backward (dx, dgamma and dbeta partials)");
+      column_sums_kernel<A, 32><<<dim3((unsigned)((d + kColTile - 1) / kColTile), 1), dim3(kColTile, 32), 0,
+                                  c.stream>>>(PartialTerm<A>{pa, pb, d}, ParamStore<T>{dgamma, dbeta}, grid, d, grid);
+      MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
+    };
+    static_assert(kFusedMaxPL == 4, "the switch below names each packs-per-lane count");
+    switch (PL) {
+      case 1: launch(IntC<1>{}); break;
+      case 2: launch(IntC<2>{}); break;
+      case 3: launch(IntC<3>{}); break;
+      default: launch(IntC<kFusedMaxPL>{}); break;
+    }
+    return true;
+  }
+}
+
 // Production: tiles of kElemThreads x kElemUnroll packs (bw_study.py on an H100, 64M f32: one
 // pack per thread 181.5 us forward and 266.7 us backward, two 183.6 and 268.0 us, PyTorch 182.4
 // and 268.0 us); the study's variants (mt_study_gelu) set other tiles.
@@ -786,6 +976,10 @@ void layer_norm_backward(Context &c, void *dx, const void *dx_add, void *dgamma,
     using A = Compute<T>;
     const T *dyt = static_cast<const T *>(dy), *xt = static_cast<const T *>(x);
     const A *m = static_cast<const A *>(mean), *rs = static_cast<const A *>(rstd);
+    if (dx && (dgamma || dbeta) &&
+        layer_norm_fused_bwd_t<T>(c, static_cast<T *>(dx), static_cast<const T *>(dx_add), static_cast<T *>(dgamma),
+                                  static_cast<T *>(dbeta), dyt, xt, m, rs, static_cast<const T *>(gamma), rows, d))
+      return;
     if (dx)
       layer_norm_dx_t<T>(c, static_cast<T *>(dx), static_cast<const T *>(dx_add), dyt, xt, m, rs,
                          static_cast<const T *>(gamma), rows, d);

@@ -5,7 +5,9 @@ frontend.
 
   layer_norm  shapes that reach every CUDA path (warp kernels with fewer than 32 lanes per row
               and with several packs per lane, register-cached and uncached block kernels, d not
-              a multiple of 4, one row), gamma/beta present and absent; dgamma/dbeta bit-identical
+              a multiple of 4, one row; the fused backward with 2 to 256 lanes per row, one to four
+              packs per lane, several rows or one per block, rows not a multiple of them), gamma/
+              beta present and absent; dgamma/dbeta without dx; dgamma/dbeta bit-identical
               run to run; float16/bfloat16 against the CPU on the same rounded values; the three
               benchmark shapes against torch.nn.functional.layer_norm
   gelu        odd sizes (the vector tail), float16/bfloat16, 64M elements against
@@ -37,7 +39,7 @@ F = mt.nn.functional
 TOL = {mt.float32: 1e-5, mt.float64: 1e-12}
 # (rows, d): see the module docstring; the CUDA path each reaches is in backend/cuda/fused.cu
 LN_SHAPES = [(1, 7), (3, 8), (5, 33), (1000, 128), (257, 1024), (3, 1028), (7, 2050), (4, 20000), (2, 40000),
-             (4096, 96), (1, 4096)]
+             (4096, 96), (1, 4096), (1000, 64), (999, 768), (77, 384), (1001, 2048), (513, 3072), (300, 4096)]
 BENCH_SHAPES = [(65536, 1024), (262144, 128), (8192, 32768)]
 
 
@@ -81,11 +83,24 @@ class LayerNormParity(unittest.TestCase):
             for k in (1, 2, 3):
                 self.assertEqual(rel_err(again[k], first[k]), 0.0, "run-to-run %d %s" % (k, (rows, d)))
 
+    def test_parameter_gradients_without_dx(self):
+        # x does not require grad: the backward writes dgamma/dbeta only (the column-sum kernels)
+        for rows, d in ((1000, 128), (257, 1024), (7, 2050)):
+            x, dy = draw((rows, d), 21, mt.float32), draw((rows, d), 22, mt.float32, -1, 1)
+            g, b = draw((d,), 23, mt.float32, 0.5, 1.5), draw((d,), 24, mt.float32, -1, 1)
+            got, want = [], []
+            for dev, out in ((GPU, got), ("cpu", want)):
+                gs, bs = g.to(dev).detach().requires_grad_(True), b.to(dev).detach().requires_grad_(True)
+                (F.layer_norm(x.to(dev), d, gs, bs, eps=1e-5) * dy.to(dev)).sum().backward()
+                out += [gs.grad, bs.grad]
+            for k, name in enumerate(("dgamma", "dbeta")):
+                self.assertLess(rel_err(got[k], want[k]), 1e-5 if rows < 1000 else 1e-4, "%s %s" % (name, (rows, d)))
+
     def test_half_types(self):
         if SELF_TEST:
             self.skipTest("the CPU backend has no float16/bfloat16 arithmetic")
         for dt in (mt.float16, mt.bfloat16):
-            for rows, d in ((64, 1024), (33, 40), (4, 8192), (3, 100)):
+            for rows, d in ((64, 1024), (99, 768), (50, 2048), (33, 40), (4, 8192), (3, 100)):
                 x, dy = draw((rows, d), 5, dt), draw((rows, d), 6, dt, -1, 1)
                 g, b = draw((d,), 7, dt, 0.5, 1.5), draw((d,), 8, dt, -1, 1)
                 got = ln_run(x, g, b, dy, GPU)

@@ -37,7 +37,7 @@ TOL = {mt.float32: 1e-5, mt.float64: 1e-12}
 ACTS = ("identity", "relu", "gelu")
 # (rows, n): see the module docstring and backend/cuda/fusions.cu
 SHAPES = [(1, 7), (3, 8), (5, 33), (1000, 128), (257, 1024), (3, 1028), (7, 2050), (4, 20000), (4096, 96),
-          (1, 4096), (300, 12), (33, 260)]
+          (1, 4096), (300, 12), (33, 260), (999, 768), (513, 3072)]
 BENCH_SHAPES = [(65536, 1024), (8192, 4096)]
 
 
