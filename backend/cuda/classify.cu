@@ -178,6 +178,84 @@ __global__ void __launch_bounds__(kThreads) ce_forward_kernel(Compute<T> *row_lo
   }
 }
 
+// The same forward for rows of exactly G lanes x PL packs (dispatch_fit; VEC alignment): the
+// row is loaded into registers at once, then its max and its sum of exp go over the lanes by
+// shuffles (no per-pack rescale), so PL loads per lane are in flight before the first
+// reduction. The target is read while the loads fly.
+template <class T, int PL, int G>
+__global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(Compute<T> *row_loss, T *lse, const T *x,
+                                                                  const int64_t *t, int64_t rows) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int64_t kCols = (int64_t)G * PL * N;
+  const int64_t r = (int64_t)blockIdx.x * (kThreads / G) + threadIdx.x / G;
+  const int sub = (int)threadIdx.x % G;
+  const bool valid = r < rows;  // lanes past the end still take part in the shuffles
+  const T *xr = x + r * kCols + sub * N;
+  Pack<T> v[PL];
+#pragma unroll
+  for (int k = 0; k < PL; ++k)
+    if (valid) v[k] = load128(xr + k * G * N);
+  const int64_t tr = valid && sub == 0 ? t[r] : 0;
+  A m = kNegInf<A>();
+#pragma unroll
+  for (int k = 0; k < PL; ++k)
+    if (valid)
+#pragma unroll
+      for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+  m = group_max(m, G);
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k)
+    if (valid)
+#pragma unroll
+      for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
+  s = group_sum(s, G);
+  if (valid && sub == 0) {
+    const A xt = (tr >= 0 && tr < kCols) ? to_compute(x[r * kCols + tr]) : A(NAN);
+    A l, loss;
+    if (isinf(m)) {  // +inf present or the row all -inf / NaN: lse = m, as the CPU
+      l = m;
+      loss = m - xt;
+    } else {
+      const A ls = dlog(s);
+      l = m + ls;
+      loss = (m - xt) + ls;
+    }
+    lse[r] = from_compute<T>(l);
+    row_loss[r] = loss;
+  }
+}
+
+// The cross-entropy backward for rows of exactly G lanes x PL packs (dispatch_fit; x and dx
+// 16-byte aligned): a lane reads the row's lse and target once and writes its PL packs, where
+// the flat kernel reads them again for every pack.
+template <class T, int PL, int G>
+__global__ void __launch_bounds__(kThreads) ce_backward_fit_kernel(T *dx, const T *x, const T *lse, const int64_t *t,
+                                                                   const T *dloss, int64_t rows, double scale) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int64_t kCols = (int64_t)G * PL * N;
+  const int64_t r = (int64_t)blockIdx.x * (kThreads / G) + threadIdx.x / G;
+  if (r >= rows) return;
+  const int sub = (int)threadIdx.x % G;
+  const int64_t off = r * kCols + sub * N;
+  Pack<T> v[PL];
+#pragma unroll
+  for (int k = 0; k < PL; ++k) v[k] = load128(x + off + k * G * N);
+  const A g = (A)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
+  const A l = to_compute(lse[r]);
+  const int64_t tr = t[r];
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t c0 = (int64_t)(sub + k * G) * N;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      v[k].v[j] = from_compute<T>(g * (dexp(to_compute(v[k].v[j]) - l) - (c0 + j == tr ? A(1) : A(0))));
+    store128(dx + off + k * G * N, v[k]);
+  }
+}
+
 // Index math of the flat backward kernels: unit u (a pack of W elements, or one element) of a
 // (rows, units_per_row) grid. FAST: u < 2^31, one multiply-high instead of a 64-bit division.
 template <bool FAST>
@@ -572,7 +650,16 @@ void cross_entropy(Context &c, void *loss, void *lse, const void *logits, const 
     PoolBuffer row_loss(std::max<int64_t>(rows, 1) * (int64_t)sizeof(A));
     if (rows > 0) {
       const bool vec = cols % Pack<T>::N == 0 && is_aligned16(x);
-      if (cols <= kWarpMaxCols) {
+      const auto fit = [&](auto g, auto pl) {
+        constexpr int kG = decltype(g)::value;
+        ce_forward_fit_kernel<T, decltype(pl)::value, kG><<<grid_of((rows + kThreads / kG - 1) / (kThreads / kG)),
+                                                            kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets,
+                                                                                     rows);
+      };
+      bool done = false;
+      if constexpr (kVecType<T>) done = vec && dispatch_fit(cols / Pack<T>::N, fit);
+      if (done) {
+      } else if (cols <= kWarpMaxCols) {
         const int64_t units = vec ? cols / Pack<T>::N : cols;
         const int G = std::min<int>(32, next_pow2(units));
         const int64_t per_block = kThreads / G;
@@ -603,7 +690,15 @@ void ce_nll_backward(Context &c, const char *op, void *dx, const void *logits, c
     const bool fast = units < (int64_t(1) << 31);
     const FastDivmod fd(fast ? (uint32_t)upr : 1u);
     const unsigned grid = grid_stride_blocks(c, units);
-    if (vec) {
+    const auto fit = [&](auto gl, auto pl) {
+      constexpr int kG = decltype(gl)::value;
+      ce_backward_fit_kernel<T, decltype(pl)::value, kG><<<grid_of((rows + kThreads / kG - 1) / (kThreads / kG)),
+                                                           kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, scale);
+    };
+    bool done = false;
+    if constexpr (CE && kVecType<T>) done = vec && dispatch_fit(upr, fit);
+    if (done) {
+    } else if (vec) {
       if (fast) ce_backward_kernel<T, CE, true, true><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
       else ce_backward_kernel<T, CE, true, false><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
     } else {
