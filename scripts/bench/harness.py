@@ -57,30 +57,8 @@ class Timer:
     def mt(self, fn, iters, reps, warmup=2):
         """Median ms per call of fn() (minitorch work): CUDA events on minitorch's stream where
         PyTorch's CUDA is here, else wall clock between mt_synchronize()s."""
-        for _ in range(warmup):
-            fn()
-        self._mt_sync()
         stream = self.mt_stream()
-        times = []
-        for _ in range(reps):
-            self._mt_sync()
-            if stream is not None:
-                start = self.torch.cuda.Event(enable_timing=True)
-                end = self.torch.cuda.Event(enable_timing=True)
-                start.record(stream)
-                for _ in range(iters):
-                    fn()
-                end.record(stream)
-                self._mt_sync()
-                end.synchronize()
-                times.append(start.elapsed_time(end) / iters)
-            else:
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    fn()
-                self._mt_sync()
-                times.append((time.perf_counter() - t0) * 1e3 / iters)
-        return statistics.median(times)
+        return self._median_ms(fn, iters, reps, warmup, self._mt_sync, stream is not None, stream)
 
     def mt_stream(self):
         """minitorch's CUDA stream as a torch.cuda.ExternalStream, or None (no torch CUDA, or a
@@ -97,25 +75,33 @@ class Timer:
 
     def torch_time(self, fn, iters, reps, warmup=2):
         """Median ms per call of fn() (PyTorch work): CUDA events on a GPU, wall clock on the CPU."""
-        torch = self.torch
+        return self._median_ms(fn, iters, reps, warmup, self._torch_sync, self.torch_cuda, None)
+
+    def _median_ms(self, fn, iters, reps, warmup, sync, events, stream):
+        """Median over reps of the ms per call of iters back-to-back fn() calls: timed by CUDA
+        events recorded on stream (None: PyTorch's current stream) when events, else by the wall
+        clock up to sync()."""
         for _ in range(warmup):
             fn()
-        self._torch_sync()
+        sync()
         times = []
         for _ in range(reps):
-            if self.torch_cuda:
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
+            sync()
+            if events:
+                start = self.torch.cuda.Event(enable_timing=True)
+                end = self.torch.cuda.Event(enable_timing=True)
+                start.record(stream)
                 for _ in range(iters):
                     fn()
-                end.record()
+                end.record(stream)
+                sync()
                 end.synchronize()
                 times.append(start.elapsed_time(end) / iters)
             else:
                 t0 = time.perf_counter()
                 for _ in range(iters):
                     fn()
+                sync()
                 times.append((time.perf_counter() - t0) * 1e3 / iters)
         return statistics.median(times)
 

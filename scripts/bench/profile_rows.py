@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""profile_rows.py - one call of each row kernel that misses its bandwidth goal, for Nsight
-Compute: softmax 65536x1024 and 262144x128, layernorm forward 8192x32768, GELU backward 64M.
+"""profile_rows.py - calls of the row kernels that miss (or missed) their bandwidth goal, for
+Nsight Compute: softmax 65536x1024 and 262144x128, layernorm forward 8192x32768, GELU backward
+64M, cross-entropy forward+backward 65536x1024 and layernorm forward+backward 8192x32768.
 
     ncu --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \\
-        -k 'regex:softmax|ln_fwd|gelu' python3 scripts/bench/profile_rows.py
+        -k 'regex:softmax|ln_fwd|gelu' python3 scripts/bench/profile_rows.py [softmax,ln,gelu,ce,ln-bwd]
 
-Each op runs twice (the first call warms the pool); ncu's -c / --launch-skip pick the launches.
+The argument picks the ops (all by default). Each op runs twice (the first call warms the
+pool); ncu's -c / --launch-skip pick the launches.
 """
 import os
 import sys
@@ -16,22 +18,36 @@ import minitorch as mt  # noqa: E402
 F = mt.nn.functional
 
 
-def main():
+def main(argv):
     dev = "cuda"
-    for rows, cols in ((65536, 1024), (262144, 128)):
-        x = mt.randn(rows, cols, device=dev)
+    ops = set((argv[1] if len(argv) > 1 else "softmax,ln,gelu,ce,ln-bwd").split(","))
+    if "softmax" in ops:
+        for rows, cols in ((65536, 1024), (262144, 128)):
+            x = mt.randn(rows, cols, device=dev)
+            for _ in range(2):
+                F.softmax(x, -1)
+    if "ln" in ops or "ln-bwd" in ops:
+        x = mt.randn(8192, 32768, device=dev, requires_grad="ln-bwd" in ops)
+        w = mt.ones(32768, device=dev, requires_grad="ln-bwd" in ops)
+        b = mt.zeros(32768, device=dev, requires_grad="ln-bwd" in ops)
         for _ in range(2):
-            F.softmax(x, -1)
-    x = mt.randn(8192, 32768, device=dev)
-    w, b = mt.ones(32768, device=dev), mt.zeros(32768, device=dev)
-    for _ in range(2):
-        F.layer_norm(x, (32768,), w, b)
-    x = mt.randn(1 << 26, device=dev, requires_grad=True)
-    for _ in range(2):
-        F.gelu(x, approximate="tanh").sum().backward()
+            y = F.layer_norm(x, (32768,), w, b)
+            if "ln-bwd" in ops:
+                y.sum().backward()
+        del x, w, b, y
+    if "gelu" in ops:
+        x = mt.randn(1 << 26, device=dev, requires_grad=True)
+        for _ in range(2):
+            F.gelu(x, approximate="tanh").sum().backward()
+        del x
+    if "ce" in ops:
+        x = mt.randn(65536, 1024, device=dev, requires_grad=True)
+        t = (mt.rand(65536, device=dev) * 1024).long()
+        for _ in range(2):
+            F.cross_entropy(x, t).backward()
     mt.cuda.synchronize()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))
