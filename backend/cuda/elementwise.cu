@@ -142,26 +142,7 @@ template <class T, int ARITY, class Fn, int THREADS = kThreads, int UNROLL = kUn
 __global__ void __launch_bounds__(THREADS) map_tile_kernel(T *out, const T *a, const T *b,
                                                            int64_t n, Fn fn) {
   pdl_enter();
-  constexpr int N = Pack<T>::N;
-  struct In { Pack<T> x, y; };
-  block_tile<THREADS, UNROLL>(
-      n / N,
-      [&](int64_t p) {
-        In v;
-        v.x = load128(a + p * N);
-        v.y = ARITY == 2 ? load128(b + p * N) : v.x;
-        return v;
-      },
-      [&](int64_t p, const In &v) {
-        Pack<T> r;
-#pragma unroll
-        for (int k = 0; k < N; ++k) r.v[k] = map_one<T, ARITY>(fn, v.x.v[k], v.y.v[k]);
-        store128(out + p * N, r);
-      });
-  if (blockIdx.x == 0) {
-    const int64_t t = n / N * N + threadIdx.x;
-    if (t < n) out[t] = map_one<T, ARITY>(fn, a[t], ARITY == 2 ? b[t] : a[t]);
-  }
+  map_packs<THREADS, UNROLL, ARITY == 2>(out, a, b, n, [&](T x, T y) { return map_one<T, ARITY>(fn, x, y); });
 }
 
 // The same map on a grid-stride grid: the path for pointers that are not 16-byte aligned

@@ -8,10 +8,13 @@
 //   Chunk<T, N>                             N elements as one 16-byte access, or one scalar (N = 1)
 //   grid_of                                 a block count clamped to [1, INT_MAX]
 //   block_tile, tiles_of                    the flat kernels' walk: one contiguous tile per block
+//   map_packs                               a flat map of one or two operands over block_tile
 //   wave_grid                               grid-stride grid of one wave of resident blocks
 //   launch_cluster                          a launch in thread-block clusters of K blocks (sm_90)
+//   resident_blocks_per_sm, resident_clusters   occupancy answers, asked once per kernel and shape
 //   pdl_enter, launch_pdl                   programmatic dependent launch of small grids (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
+//   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
 //   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
 //
@@ -23,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -159,6 +163,19 @@ struct Chunk {
   }
 };
 
+// ---- cp.async ---------------------------------------------------------------------------
+// 16 bytes global -> shared (sm_80+), asynchronously; when !valid nothing is read and the 16
+// bytes are zero-filled. Groups: cp_async_commit closes the copies issued since the last one;
+// cp_async_wait<N> returns once at most N groups of this thread are still in flight, after which
+// the thread sees the bytes of the others (other threads need a barrier as well).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid = true) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 // ---- grid sizing ----------------------------------------------------------------------
 
 inline unsigned grid_of(int64_t blocks) {
@@ -192,24 +209,83 @@ __device__ __forceinline__ void block_tile(int64_t units, Load load, Finish fini
   }
 }
 
+// out[i] = f(a[i], b[i]) over n flat elements (b unread, f given a[i] twice, unless TWO), every
+// pointer 16-byte aligned: 16-byte packs over block_tile's tiles, and the n % N elements after
+// the last pack done by the first threads of block 0. In place (out == a or b) is safe: each
+// element is read before it is written, by the same thread.
+template <int THREADS, int UNROLL, bool TWO, class T, class F>
+__device__ __forceinline__ void map_packs(T *out, const T *a, const T *b, int64_t n, F f) {
+  constexpr int N = Pack<T>::N;
+  struct In { Pack<T> x, y; };
+  block_tile<THREADS, UNROLL>(
+      n / N,
+      [&](int64_t p) {
+        In v;
+        v.x = load128(a + p * N);
+        v.y = TWO ? load128(b + p * N) : v.x;
+        return v;
+      },
+      [&](int64_t p, const In &v) {
+        Pack<T> r;
+#pragma unroll
+        for (int k = 0; k < N; ++k) r.v[k] = f(v.x.v[k], v.y.v[k]);
+        store128(out + p * N, r);
+      });
+  const int64_t t = n / N * N + threadIdx.x;
+  if (blockIdx.x == 0 && t < n) out[t] = f(a[t], TWO ? b[t] : a[t]);
+}
+
 inline unsigned tiles_of(int64_t units, int threads, int unroll) {
   const int64_t tile = (int64_t)threads * unroll;
   return grid_of((units + tile - 1) / tile);
 }
 
-// How many blocks of `threads` threads of Kernel fit on one SM at once (registers and
-// shared memory permitting); asked once per kernel, 1 if the runtime cannot say.
+// How many blocks of `threads` threads (a multiple of 32, at most 1024) of Kernel fit on one SM
+// at once (registers and shared memory permitting); asked of the runtime once per kernel and
+// block size, 1 if the runtime cannot say.
 template <auto Kernel>
 int resident_blocks_per_sm(int threads) {
-  static const int blocks = [threads] {
-    int b = 0;
+  static std::atomic<int> known[1024 / 32 + 1];
+  std::atomic<int> &slot = known[std::min(std::max(threads, 0), 1024) / 32];
+  int b = slot.load(std::memory_order_relaxed);
+  if (b == 0) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, 0) != cudaSuccess || b < 1) {
       (void)cudaGetLastError();
       b = 1;
     }
-    return b;
-  }();
-  return blocks;
+    slot.store(b, std::memory_order_relaxed);
+  }
+  return b;
+}
+
+// How many clusters of K blocks (K <= 8) of `threads` threads of Kernel, with `smem` bytes of
+// dynamic shared memory each, the GPU holds at once (cudaOccupancyMaxActiveClusters), asked
+// once per kernel, block size and K (a kernel asks with one smem per block size); 1 if the
+// runtime cannot say.
+template <auto Kernel>
+int resident_clusters(int threads, int K, size_t smem = 0) {
+  static std::atomic<int> known[1024 / 32 + 1][9];
+  std::atomic<int> &slot = known[std::min(std::max(threads, 0), 1024) / 32][std::min(std::max(K, 0), 8)];
+  int n = slot.load(std::memory_order_relaxed);
+  if (n == 0) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)K);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)K;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg) != cudaSuccess || n < 1) {
+      (void)cudaGetLastError();
+      n = 1;
+    }
+    slot.store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 // Blocks for a grid-stride kernel over `work` items, `per_block` items per block and
@@ -224,15 +300,15 @@ unsigned wave_grid(int sm_count, int64_t work, int64_t per_block, int threads) {
   return need < 1 ? 1u : (unsigned)need;
 }
 
-// Launches kernel<<<grid, threads, 0, stream>>>(args...) in clusters of K consecutive blocks
+// Launches kernel<<<grid, threads, smem, stream>>>(args...) in clusters of K consecutive blocks
 // (grid % K == 0, K <= 8, the portable cluster size; Hopper and later). Returns the launch status.
 template <class... KArgs, class... Args>
-cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads, int K, cudaStream_t stream,
-                           Args &&...args) {
+cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads, int K, size_t smem,
+                           cudaStream_t stream, Args &&...args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3((unsigned)threads);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -752,7 +752,7 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
         if (!cluster_shape(cols / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
         dispatch_pl<kMaxPL>(PL, [&](auto pl) {
           MT_CUDA_CHECK(launch_cluster(softmax_cluster_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
-                                       threads, K, c.stream, y, x, cols, slice));
+                                       threads, K, 0, c.stream, y, x, cols, slice));
         });
       }
       break;

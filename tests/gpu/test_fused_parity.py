@@ -6,7 +6,9 @@ frontend.
   layer_norm  shapes that reach every CUDA path (warp kernels with fewer than 32 lanes per row
               and with several packs per lane, register-cached and uncached block kernels, d not
               a multiple of 4, one row; the fused backward with 2 to 256 lanes per row, one to four
-              packs per lane, several rows or one per block, rows not a multiple of them), gamma/
+              packs per lane, several rows or one per block, rows not a multiple of them; the cluster
+              backward of wider rows with 2, 4 and 8 blocks per row, a last block's slice cut short,
+              fewer rows than clusters and many rows per cluster), gamma/
               beta present and absent; dgamma/dbeta without dx; dgamma/dbeta bit-identical
               run to run; float16/bfloat16 against the CPU on the same rounded values; the three
               benchmark shapes against torch.nn.functional.layer_norm
@@ -39,7 +41,8 @@ F = mt.nn.functional
 TOL = {mt.float32: 1e-5, mt.float64: 1e-12}
 # (rows, d): see the module docstring; the CUDA path each reaches is in backend/cuda/fused.cu
 LN_SHAPES = [(1, 7), (3, 8), (5, 33), (1000, 128), (257, 1024), (3, 1028), (7, 2050), (4, 20000), (2, 40000),
-             (4096, 96), (1, 4096), (1000, 64), (999, 768), (77, 384), (1001, 2048), (513, 3072), (300, 4096)]
+             (4096, 96), (1, 4096), (1000, 64), (999, 768), (77, 384), (1001, 2048), (513, 3072), (300, 4096),
+             (9, 4100), (64, 8192), (300, 12288), (37, 32768)]
 BENCH_SHAPES = [(65536, 1024), (262144, 128), (8192, 32768)]
 
 
@@ -75,7 +78,7 @@ class LayerNormParity(unittest.TestCase):
                             name, dt, (rows, d), with_g, with_b))
 
     def test_parameter_gradients_bit_identical(self):
-        for rows, d in ((4096, 1024), (8192, 96), (64, 20000)):
+        for rows, d in ((4096, 1024), (8192, 96), (64, 20000), (700, 8192)):
             x, dy = draw((rows, d), 1, mt.float32), draw((rows, d), 2, mt.float32, -1, 1)
             g, b = draw((d,), 3, mt.float32), draw((d,), 4, mt.float32)
             first = ln_run(x, g, b, dy, GPU)
@@ -100,7 +103,8 @@ class LayerNormParity(unittest.TestCase):
         if SELF_TEST:
             self.skipTest("the CPU backend has no float16/bfloat16 arithmetic")
         for dt in (mt.float16, mt.bfloat16):
-            for rows, d in ((64, 1024), (99, 768), (50, 2048), (33, 40), (4, 8192), (3, 100)):
+            for rows, d in ((64, 1024), (99, 768), (50, 2048), (33, 40), (4, 8192), (3, 100), (40, 16384),
+                            (10, 32768), (5, 8200)):
                 x, dy = draw((rows, d), 5, dt), draw((rows, d), 6, dt, -1, 1)
                 g, b = draw((d,), 7, dt, 0.5, 1.5), draw((d,), 8, dt, -1, 1)
                 got = ln_run(x, g, b, dy, GPU)

@@ -19,7 +19,7 @@
 // conflicts (rows are 128 or 256 bytes, a multiple of the 32 banks).
 //
 // defines: PolicyV1/V2/V3, tile_off, mma_16816, load_a, load_b2, load_b2_trans,
-//          pack2, cp_async16, cp_async_commit, cp_async_wait, load_tile, warp_quad_max/sum
+//          pack2, load_tile, warp_quad_max/sum
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,6 +28,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "backend/cuda/kernel_utils.cuh"  // cp_async16, cp_async_commit, cp_async_wait
 
 namespace mt {
 namespace cuda {
@@ -166,16 +168,6 @@ __device__ __forceinline__ void load_b2_trans(uint32_t b[2][2], const uint16_t *
     }
   }
 }
-
-// ---- cp.async --------------------------------------------------------------------------------
-// 16 bytes global -> shared; when !valid nothing is read and the 16 bytes are zero-filled.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Rows [r0, r0 + ROWS) of a row-major [len, W] matrix g into the shared tile s (rows past
 // len are zeros), by the NT threads of the block: 16 bytes per thread per step, a warp
