@@ -1022,12 +1022,12 @@ bool layer_norm_fused_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *db
   }
 }
 
-// dx, dgamma and dbeta in ln_bwd_cluster_kernel for rows wider than the fused kernel takes
-// (compute capability 9.0 and later): the fewest blocks per cluster K (2, 4 or 8) whose slice
-// of a row fits kFusedThreads threads of at most kClusterFloats / N packs each (the column sums
-// sit in registers beside the row), and as many clusters as are resident at once, at most one
-// per row; then the fixed-order sum of the clusters' partial rows. False (nothing launched)
-// when the shape, the pointers or the GPU do not suit it.
+// dx, dgamma and dbeta in ln_bwd_cluster_kernel for rows of more than kFusedThreads x kFusedMaxPL
+// packs (compute capability 9.0 and later): the fewest blocks per cluster K (2, 4 or 8) whose slice
+// of a row fits kFusedThreads threads of at most kClusterFloats / N packs each (their column sums
+// sit in registers), and as many clusters as are resident at once, at most one per row; then
+// the fixed-order sum of the clusters' partial rows. False (nothing launched) when the shape,
+// the pointers or the GPU do not suit it.
 template <class T>
 bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *dbeta, const T *dy, const T *x,
                               const Compute<T> *mean, const Compute<T> *rstd, const T *gamma, int64_t rows,
@@ -1039,6 +1039,8 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
     constexpr int N = Pack<T>::N, kMaxPL = kClusterFloats / N;
     if (c.cc_major < 9 || !vec_ok<T>(d, {dx, dx_add, dy, x, gamma})) return false;
     const int64_t packs = d / N;
+    // narrower rows: the fused kernel, or the separate passes, which need no barrier per row
+    if (packs <= (int64_t)kFusedThreads * kFusedMaxPL) return false;
     int K = 2;
     while (K < 8 && (packs + K - 1) / K > (int64_t)kFusedThreads * kMaxPL) K *= 2;
     int64_t slice = 0;
