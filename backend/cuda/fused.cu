@@ -1050,11 +1050,8 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
       constexpr int kPL = decltype(pl)::value;
       constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL>;
       const size_t smem = (size_t)2 * 2 * kPL * threads * sizeof(Pack<T>);
-      static const bool opted = [] {  // the largest stage it may ask for: kFusedThreads threads
-        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)(2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) == cudaSuccess;
-      }();
-      MT_CHECK(opted, CUDA, "cuda layer_norm backward: %zu bytes of shared memory per block refused", smem);
+      MT_CHECK(allow_smem<kernel>((size_t)2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>)), CUDA,
+               "cuda layer_norm backward: %zu bytes of shared memory per block refused", smem);
       const int64_t Q = std::min<int64_t>(rows, resident_clusters<kernel>(threads, K, smem));
       PoolBuffer partial(2 * Q * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + Q * d;

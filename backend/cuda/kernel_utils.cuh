@@ -12,6 +12,7 @@
 //   wave_grid                               grid-stride grid of one wave of resident blocks
 //   launch_cluster                          a launch in thread-block clusters of K blocks (sm_90)
 //   resident_blocks_per_sm, resident_clusters   occupancy answers, asked once per kernel and shape
+//   allow_smem                              a kernel's opt-in to more than 48 KB of dynamic shared memory
 //   pdl_enter, launch_pdl                   programmatic dependent launch of small grids (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
@@ -256,6 +257,19 @@ int resident_blocks_per_sm(int threads) {
     slot.store(b, std::memory_order_relaxed);
   }
   return b;
+}
+
+// Lets Kernel take up to max_smem bytes of dynamic shared memory (beyond the default 48 KB),
+// set once per kernel; false if the runtime refuses.
+template <auto Kernel>
+bool allow_smem(size_t max_smem) {
+  static const bool ok = [max_smem] {
+    if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem) == cudaSuccess)
+      return true;
+    (void)cudaGetLastError();
+    return false;
+  }();
+  return ok;
 }
 
 // How many clusters of K blocks (K <= 8) of `threads` threads of Kernel, with `smem` bytes of
