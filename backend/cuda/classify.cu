@@ -142,6 +142,27 @@ __device__ __forceinline__ void row_scan(Compute<T> &m, Compute<T> &s, const T *
   }
 }
 
+// Row r's lse and loss from its max m and sum s of exp(x - m): lse[r] = m + log s and
+// row_loss[r] = lse - xr[tr], computed as (m - xr[tr]) + log s, which keeps the digits of a small
+// loss next to large logits; a target outside [0, cols) reads nothing and gives NaN.
+template <class T>
+__device__ __forceinline__ void ce_row_finish(Compute<T> *row_loss, T *lse, const T *xr, int64_t tr, int64_t cols,
+                                              int64_t r, Compute<T> m, Compute<T> s) {
+  using A = Compute<T>;
+  const A xt = (tr >= 0 && tr < cols) ? to_compute(xr[tr]) : A(NAN);
+  A l, loss;
+  if (isinf(m)) {  // +inf present or the row all -inf / NaN: lse = m, as the CPU
+    l = m;
+    loss = m - xt;
+  } else {
+    const A ls = dlog(s);
+    l = m + ls;
+    loss = (m - xt) + ls;
+  }
+  lse[r] = from_compute<T>(l);
+  row_loss[r] = loss;
+}
+
 // One pass over each row: lse[r] and row_loss[r] = lse_r - x[r, t_r] (computed as
 // (m - x_t) + log s, which keeps the digits of a small loss next to large logits).
 // BLOCK: a block per row; else G lanes per row (G a power of two <= 32).
@@ -160,21 +181,7 @@ __global__ void __launch_bounds__(kThreads) ce_forward_kernel(Compute<T> *row_lo
     if (valid) row_scan<T, VEC>(m, s, x + r * cols, cols, sub, nthr);
     if constexpr (BLOCK) block_allmerge(m, s, red);
     else group_merge(m, s, G);
-    if (valid && sub == 0) {
-      const int64_t tr = t[r];
-      const A xt = (tr >= 0 && tr < cols) ? to_compute(x[r * cols + tr]) : A(NAN);
-      A l, loss;
-      if (isinf(m)) {  // +inf present or the row all -inf / NaN: lse = m, as the CPU
-        l = m;
-        loss = m - xt;
-      } else {
-        const A ls = dlog(s);
-        l = m + ls;
-        loss = (m - xt) + ls;
-      }
-      lse[r] = from_compute<T>(l);
-      row_loss[r] = loss;
-    }
+    if (valid && sub == 0) ce_row_finish(row_loss, lse, x + r * cols, t[r], cols, r, m, s);
   }
 }
 
@@ -211,20 +218,7 @@ __global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(Compute<T> *ro
 #pragma unroll
       for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
   s = group_sum(s, G);
-  if (valid && sub == 0) {
-    const A xt = (tr >= 0 && tr < kCols) ? to_compute(x[r * kCols + tr]) : A(NAN);
-    A l, loss;
-    if (isinf(m)) {  // +inf present or the row all -inf / NaN: lse = m, as the CPU
-      l = m;
-      loss = m - xt;
-    } else {
-      const A ls = dlog(s);
-      l = m + ls;
-      loss = (m - xt) + ls;
-    }
-    lse[r] = from_compute<T>(l);
-    row_loss[r] = loss;
-  }
+  if (valid && sub == 0) ce_row_finish(row_loss, lse, x + r * kCols, tr, kCols, r, m, s);
 }
 
 // The cross-entropy backward for rows of exactly G lanes x PL packs (dispatch_fit; x and dx

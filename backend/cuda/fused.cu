@@ -320,45 +320,33 @@ __global__ void __launch_bounds__(kRowThreads)
   const int64_t p1 = min(p0 + slice, d / N);
   Pack<T> v[PL];
   A s = 0;
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+    v[k] = load128(x + r * d + p * N);
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-      v[k] = load128(x + r * d + p * N);
-#pragma unroll
-      for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
-    }
-  }
+    for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+  });
   const A m = cluster_allsum(s, red, &slot[0]) / A(d);
   A q = 0;
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const A c = to_compute(v[k].v[j]) - m;
-        q += c * c;
-      }
+    for (int j = 0; j < N; ++j) {
+      const A c = to_compute(v[k].v[j]) - m;
+      q += c * c;
     }
-  }
+  });
   const A rs = drsqrt(cluster_allsum(q, red, &slot[1]) / A(d) + eps);
   if (cl.block_rank() == 0 && threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;
   }
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+    const Pack<T> w = pack_or(gamma, p * N, 1.f), b = pack_or(beta, p * N, 0.f);
+    Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-      const Pack<T> w = pack_or(gamma, p * N, 1.f), b = pack_or(beta, p * N, 0.f);
-      Pack<T> o;
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
-      store128(y + r * d + p * N, o);
-    }
-  }
+    for (int j = 0; j < N; ++j)
+      o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+    store128(y + r * d + p * N, o);
+  });
   cl.sync();  // no block leaves while another may still read its slots
 }
 
@@ -607,14 +595,10 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
   };
   const auto fetch = [&](int s, int64_t r) {
     if (r < rows) {
-#pragma unroll
-      for (int k = 0; k < PL; ++k) {
-        const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-        if (p < p1) {
-          cp_async16(&at(s, 0, k), x + r * d + p * N);
-          cp_async16(&at(s, 1, k), dy + r * d + p * N);
-        }
-      }
+      slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+        cp_async16(&at(s, 0, k), x + r * d + p * N);
+        cp_async16(&at(s, 1, k), dy + r * d + p * N);
+      });
     }
     cp_async_commit();
   };
@@ -630,22 +614,18 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
     const A m = mean[r], rs = rstd[r];
     cp_async_wait<1>();  // this row's copies have landed
     A sg = 0, sgx = 0;
+    slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+      const Pack<T> vx = at(s, 0, k), vd = at(s, 1, k), w = pack_or(gamma, p * N, 1.f);
 #pragma unroll
-    for (int k = 0; k < PL; ++k) {
-      const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-      if (p < p1) {
-        const Pack<T> vx = at(s, 0, k), vd = at(s, 1, k), w = pack_or(gamma, p * N, 1.f);
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          const A dv = to_compute(vd.v[j]), xh = (to_compute(vx.v[j]) - m) * rs;
-          const A g = dv * to_compute(w.v[j]);
-          sg += g;
-          sgx += g * xh;
-          sdx[k][j] += dv * xh;
-          sd[k][j] += dv;
-        }
+      for (int j = 0; j < N; ++j) {
+        const A dv = to_compute(vd.v[j]), xh = (to_compute(vx.v[j]) - m) * rs;
+        const A g = dv * to_compute(w.v[j]);
+        sg += g;
+        sgx += g * xh;
+        sdx[k][j] += dv * xh;
+        sd[k][j] += dv;
       }
-    }
+    });
     sg = group_sum(sg, 32);
     sgx = group_sum(sgx, 32);
     if (lane == 0) {
@@ -671,24 +651,16 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
     }
     sg /= A(d);
     sgx /= A(d);
-#pragma unroll
-    for (int k = 0; k < PL; ++k) {
-      const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-      if (p < p1) ln_dx_store(dx, dx_add, gamma, at(s, 0, k), at(s, 1, k), p * N, r * d + p * N, m, rs, sg, sgx);
-    }
+    slice_packs<PL>(p0, p1, [&](int k, int64_t p) { ln_dx_store(dx, dx_add, gamma, at(s, 0, k), at(s, 1, k), p * N, r * d + p * N, m, rs, sg, sgx); });
   }
   cp_async_wait<0>();
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        pa[q * d + p * N + j] = sdx[k][j];
-        pb[q * d + p * N + j] = sd[k][j];
-      }
+    for (int j = 0; j < N; ++j) {
+      pa[q * d + p * N + j] = sdx[k][j];
+      pb[q * d + p * N + j] = sd[k][j];
     }
-  }
+  });
   cl.sync();  // no block leaves while another may still read its slots
 }
 

@@ -10,7 +10,7 @@
 //   block_tile, tiles_of                    the flat kernels' walk: one contiguous tile per block
 //   map_packs                               a flat map of one or two operands over block_tile
 //   wave_grid                               grid-stride grid of one wave of resident blocks
-//   launch_cluster                          a launch in thread-block clusters of K blocks (sm_90)
+//   ClusterLaunch, launch_cluster           a launch in thread-block clusters of K blocks (sm_90)
 //   resident_blocks_per_sm, resident_clusters   occupancy answers, asked once per kernel and shape
 //   allow_smem                              a kernel's opt-in to more than 48 KB of dynamic shared memory
 //   pdl_enter, launch_pdl                   programmatic dependent launch of small grids (sm_90)
@@ -259,6 +259,27 @@ int resident_blocks_per_sm(int threads) {
   return b;
 }
 
+// A launch configuration of `grid` blocks of `threads` threads in clusters of K (sm_90), with
+// `smem` bytes of dynamic shared memory each, on `stream`. Not copyable: cfg points at attr.
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1] = {};
+  ClusterLaunch(unsigned grid, int threads, int K, size_t smem, cudaStream_t stream) {
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)K;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch &) = delete;
+  ClusterLaunch &operator=(const ClusterLaunch &) = delete;
+};
+
 // Lets Kernel take up to max_smem bytes of dynamic shared memory (beyond the default 48 KB),
 // set once per kernel; false if the runtime refuses.
 template <auto Kernel>
@@ -282,18 +303,8 @@ int resident_clusters(int threads, int K, size_t smem = 0) {
   std::atomic<int> &slot = known[std::min(std::max(threads, 0), 1024) / 32][std::min(std::max(K, 0), 8)];
   int n = slot.load(std::memory_order_relaxed);
   if (n == 0) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)K);
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)K;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg) != cudaSuccess || n < 1) {
+    ClusterLaunch cl((unsigned)K, threads, K, smem, nullptr);
+    if (cudaOccupancyMaxActiveClusters(&n, Kernel, &cl.cfg) != cudaSuccess || n < 1) {
       (void)cudaGetLastError();
       n = 1;
     }
@@ -319,19 +330,8 @@ unsigned wave_grid(int sm_count, int64_t work, int64_t per_block, int threads) {
 template <class... KArgs, class... Args>
 cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads, int K, size_t smem,
                            cudaStream_t stream, Args &&...args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3((unsigned)threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)K;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  ClusterLaunch cl(grid, threads, K, smem, stream);
+  return cudaLaunchKernelEx(&cl.cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Programmatic dependent launch (compute capability 9.0 and later). A kernel launched by

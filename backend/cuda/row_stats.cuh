@@ -13,7 +13,7 @@
 //
 // defines: dexp, dlog, dmax, kNegInf, online_add, online_merge, group_max, group_sum,
 //          group_merge, block_allmax, block_allsum, block_allmerge, cluster_allmax,
-//          cluster_allsum, next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit,
+//          cluster_allsum, slice_packs, next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit,
 //          warp_shape, block_shape, cluster_shape, vec_ok
 #pragma once
 
@@ -151,6 +151,17 @@ __device__ __forceinline__ A cluster_allsum(A v, A *red, A *slot) {
   A out = 0;
   for (unsigned r = 0; r < cl.num_blocks(); ++r) out += *cl.map_shared_rank(slot, r);
   return out;
+}
+
+// f(k, p) for this thread's packs of a block's slice [p0, p1) in the split-row (cluster)
+// kernels: p = p0 + threadIdx.x + k * blockDim.x for k < PL, those at or past p1 skipped.
+template <int PL, class F>
+__device__ __forceinline__ void slice_packs(int64_t p0, int64_t p1, F &&f) {
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
+    if (p < p1) f(k, p);
+  }
 }
 
 // Smallest power of two >= n (n >= 1, n <= 2^30).

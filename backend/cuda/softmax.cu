@@ -469,45 +469,33 @@ __global__ void __launch_bounds__(kRowThreads) softmax_cluster_kernel(T *y, cons
   T *yr = y + r * cols;
   Pack<T> v[PL];
   A m = kNegInf<A>();
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+    v[k] = load128(xr + p * N);
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-      v[k] = load128(xr + p * N);
-#pragma unroll
-      for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
-    }
-  }
+    for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+  });
   m = cluster_allmax(m, red, &slot[0]);
   constexpr bool kKeep = !LOG && std::is_same<T, A>::value;  // exp stored over x: f32 only
   A s = 0;
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const A t = dexp(to_compute(v[k].v[j]) - m);
-        if constexpr (kKeep) v[k].v[j] = t;
-        s += t;
-      }
+    for (int j = 0; j < N; ++j) {
+      const A t = dexp(to_compute(v[k].v[j]) - m);
+      if constexpr (kKeep) v[k].v[j] = t;
+      s += t;
     }
-  }
+  });
   s = cluster_allsum(s, red, &slot[1]);
   const Norm<A> f(m, s);
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+    Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < PL; ++k) {
-    const int64_t p = p0 + threadIdx.x + (int64_t)k * blockDim.x;
-    if (p < p1) {
-      Pack<T> o;
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        if constexpr (kKeep) o.v[j] = v[k].v[j] * f.inv_s;
-        else o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
-      }
-      store128(yr + p * N, o);
+    for (int j = 0; j < N; ++j) {
+      if constexpr (kKeep) o.v[j] = v[k].v[j] * f.inv_s;
+      else o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
     }
-  }
+    store128(yr + p * N, o);
+  });
   cl.sync();  // no block leaves while another may still read its slots
 }
 
