@@ -651,7 +651,9 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
     }
     sg /= A(d);
     sgx /= A(d);
-    slice_packs<PL>(p0, p1, [&](int k, int64_t p) { ln_dx_store(dx, dx_add, gamma, at(s, 0, k), at(s, 1, k), p * N, r * d + p * N, m, rs, sg, sgx); });
+    slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+      ln_dx_store(dx, dx_add, gamma, at(s, 0, k), at(s, 1, k), p * N, r * d + p * N, m, rs, sg, sgx);
+    });
   }
   cp_async_wait<0>();
   slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
