@@ -1001,7 +1001,7 @@ bool layer_norm_fused_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *db
 // of a row fits kFusedThreads threads of at most kClusterFloats / N packs each (their column sums
 // sit in registers), and as many clusters as are resident at once, at most one per row; then
 // the fixed-order sum of the clusters' partial rows. False (nothing launched) when the shape,
-// the pointers or the GPU do not suit it.
+// the pointers or the GPU do not suit it, or the runtime refuses the stages' shared memory.
 template <class T>
 bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *dbeta, const T *dy, const T *x,
                               const Compute<T> *mean, const Compute<T> *rstd, const T *gamma, int64_t rows,
@@ -1020,20 +1020,22 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
     int64_t slice = 0;
     int PL = 0, threads = 0;
     if (!cluster_shape(packs, K, kMaxPL, kFusedThreads, slice, PL, threads)) return false;
+    bool launched = false;
     dispatch_pl<kMaxPL>(PL, [&](auto pl) {
       constexpr int kPL = decltype(pl)::value;
       constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL>;
       const size_t smem = (size_t)2 * 2 * kPL * threads * sizeof(Pack<T>);
-      MT_CHECK(allow_smem<kernel>((size_t)2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>)), CUDA,
-               "cuda layer_norm backward: %zu bytes of shared memory per block refused", smem);
+      // the stages need more than 48 KB: where the runtime refuses, the separate passes run
+      if (!allow_smem<kernel>((size_t)2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
       const int64_t Q = std::min<int64_t>(rows, resident_clusters<kernel>(threads, K, smem));
       PoolBuffer partial(2 * Q * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + Q * d;
       MT_CUDA_CHECK(launch_cluster(kernel, (unsigned)(Q * K), threads, K, smem, c.stream, dx, dx_add, dy, x, mean,
                                    rstd, gamma, pa, pb, rows, d, slice));
       param_sums_of_partials<T>(c, dgamma, dbeta, pa, pb, Q, d);
+      launched = true;
     });
-    return true;
+    return launched;
   }
 }
 
@@ -1089,21 +1091,17 @@ void layer_norm_backward(Context &c, void *dx, const void *dx_add, void *dgamma,
   dispatch_float(dtype, "layer_norm backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Compute<T>;
-    const T *dyt = static_cast<const T *>(dy), *xt = static_cast<const T *>(x);
+    T *dxt = static_cast<T *>(dx), *dg = static_cast<T *>(dgamma), *db = static_cast<T *>(dbeta);
+    const T *dyt = static_cast<const T *>(dy), *xt = static_cast<const T *>(x), *add = static_cast<const T *>(dx_add),
+            *g = static_cast<const T *>(gamma);
     const A *m = static_cast<const A *>(mean), *rs = static_cast<const A *>(rstd);
+    // dx with a parameter gradient: one read of x and dy where a one-pass kernel takes the shape
     if (dx && (dgamma || dbeta) &&
-        layer_norm_fused_bwd_t<T>(c, static_cast<T *>(dx), static_cast<const T *>(dx_add), static_cast<T *>(dgamma),
-                                  static_cast<T *>(dbeta), dyt, xt, m, rs, static_cast<const T *>(gamma), rows, d))
+        (layer_norm_fused_bwd_t<T>(c, dxt, add, dg, db, dyt, xt, m, rs, g, rows, d) ||
+         layer_norm_cluster_bwd_t<T>(c, dxt, add, dg, db, dyt, xt, m, rs, g, rows, d)))
       return;
-    if (dx && (dgamma || dbeta) &&
-        layer_norm_cluster_bwd_t<T>(c, static_cast<T *>(dx), static_cast<const T *>(dx_add), static_cast<T *>(dgamma),
-                                    static_cast<T *>(dbeta), dyt, xt, m, rs, static_cast<const T *>(gamma), rows, d))
-      return;
-    if (dx)
-      layer_norm_dx_t<T>(c, static_cast<T *>(dx), static_cast<const T *>(dx_add), dyt, xt, m, rs,
-                         static_cast<const T *>(gamma), rows, d);
-    if (dgamma || dbeta)
-      layer_norm_params_t<T>(c, static_cast<T *>(dgamma), static_cast<T *>(dbeta), dyt, xt, m, rs, rows, d);
+    if (dx) layer_norm_dx_t<T>(c, dxt, add, dyt, xt, m, rs, g, rows, d);
+    if (dgamma || dbeta) layer_norm_params_t<T>(c, dg, db, dyt, xt, m, rs, rows, d);
   });
 }
 
