@@ -239,7 +239,7 @@ MT_API mt_status mt_softmax(mt_tensor **out, mt_tensor *x, int64_t dim);
 MT_API mt_status mt_log_softmax(mt_tensor **out, mt_tensor *x, int64_t dim);
 /* Mean over N of -log softmax(logits)[n, targets[n]]; logits [N,C] floating, targets [N] MT_I64
  * on the same device. A target outside [0, C) is MT_ERR_INVALID_ARGUMENT naming the first
- * bad index (this check reads one number back from the device). */
+ * bad index (the call waits for this check, which the device runs just ahead of the loss). */
 MT_API mt_status mt_cross_entropy(mt_tensor **out, mt_tensor *logits, mt_tensor *targets);
 /* Mean over N of -log_probs[n, targets[n]]; the same rules as mt_cross_entropy. */
 MT_API mt_status mt_nll_loss(mt_tensor **out, mt_tensor *log_probs, mt_tensor *targets);

@@ -508,8 +508,8 @@ Ref softmax_impl(const Ref &x, int64_t dim, bool log) {
   return record(log ? Op::LOG_SOFTMAX : Op::SOFTMAX, out, {x}, 0, {wrap_dim(dim, x->ndim())});
 }
 
-// Checks [N, C] against int64 targets [N] with every target in [0, C).
-void check_targets(const Ref &x, const Ref &targets, const char *xname) {
+// Checks [N, C] against int64 targets [N], and queues the check of every target in [0, C).
+IndexCheck check_targets(const Ref &x, const Ref &targets, const char *xname) {
   check_float(x, xname);
   MT_CHECK(x->ndim() == 2, SHAPE, "%s must be [N, C], got %s", xname, shape_str(x->shape).c_str());
   MT_CHECK(targets->dtype == DType::I64, DTYPE, "targets must be int64, got %s", dtype_name(targets->dtype));
@@ -517,7 +517,7 @@ void check_targets(const Ref &x, const Ref &targets, const char *xname) {
            device_name_short(x->device), device_name_short(targets->device));
   MT_CHECK(targets->ndim() == 1 && targets->shape[0] == x->shape[0], SHAPE, "targets must be [%lld], got %s",
            (long long)x->shape[0], shape_str(targets->shape).c_str());
-  check_indices(targets, x->shape[1], "target");
+  return IndexCheck(targets, x->shape[1], "target");
 }
 
 }  // namespace
@@ -537,25 +537,27 @@ Ref causal_softmax(const Ref &x, int64_t offset) {
 Ref log_softmax(const Ref &x, int64_t dim) { return softmax_impl(x, dim, true); }
 
 Ref cross_entropy(const Ref &logits, const Ref &targets) {
-  check_targets(logits, targets, "logits");
+  IndexCheck check = check_targets(logits, targets, "logits");
   int64_t n = logits->shape[0], c = logits->shape[1];
   MT_CHECK(n > 0, SHAPE, "cross_entropy of an empty batch (logits %s)", shape_str(logits->shape).c_str());
   Ref loss = empty({}, logits->dtype, logits->device);
   Ref lse = empty({n}, logits->dtype, logits->device);
   logits->backend().cross_entropy(loss->data(), lse->data(), logits->data(), (const int64_t *)targets->data(), n, c,
                                    logits->dtype, 1.0 / (double)n);
+  check.finish();
   Ref out = record(Op::CROSS_ENTROPY, loss, {logits, targets});
   if (out->requires_grad && grad_enabled()) last_node_saved().push_back(lse);
   return out;
 }
 
 Ref nll_loss(const Ref &log_probs, const Ref &targets) {
-  check_targets(log_probs, targets, "log_probs");
+  IndexCheck check = check_targets(log_probs, targets, "log_probs");
   int64_t n = log_probs->shape[0], c = log_probs->shape[1];
   MT_CHECK(n > 0, SHAPE, "nll_loss of an empty batch (log_probs %s)", shape_str(log_probs->shape).c_str());
   Ref loss = empty({}, log_probs->dtype, log_probs->device);
   log_probs->backend().nll_loss(loss->data(), log_probs->data(), (const int64_t *)targets->data(), n, c,
                                 log_probs->dtype, 1.0 / (double)n);
+  check.finish();
   return record(Op::NLL_LOSS, loss, {log_probs, targets});
 }
 
@@ -586,17 +588,31 @@ std::pair<Ref, Ref> max_dim(const Ref &x, int64_t dim, bool keepdim) {
 namespace mt {
 namespace ops {
 
-void check_indices(const Ref &indices, int64_t bound, const char *what) {
+IndexCheck::IndexCheck(const Ref &indices, int64_t bound, const char *what)
+    : indices_(indices), bound_(bound), what_(what) {
   MT_CHECK(indices->dtype == DType::I64, DTYPE, "%s must be int64, got %s", what, dtype_name(indices->dtype));
-  // A graph capture cannot read back: indices are checked when the step runs eagerly,
-  // and the kernels themselves treat an out-of-range index as NaN / no-op.
   if (indices->backend().capturing()) return;
-  int64_t bad = indices->backend().first_out_of_range((const int64_t *)indices->data(), indices->numel(), bound);
+  ticket_ = indices->backend().range_check_queue((const int64_t *)indices->data(), indices->numel(), bound);
+  pending_ = true;
+}
+
+IndexCheck::~IndexCheck() {
+  if (!pending_) return;
+  try {
+    indices_->backend().range_check_answer(ticket_);
+  } catch (...) {  // the op is already failing with its own error
+  }
+}
+
+void IndexCheck::finish() {
+  if (!pending_) return;
+  pending_ = false;
+  int64_t bad = indices_->backend().range_check_answer(ticket_);
   if (bad >= 0) {
     int64_t v = 0;
-    indices->backend().copy_to_host(&v, (const int64_t *)indices->data() + bad, 8);
-    fail(Code::INVALID_ARGUMENT, "%s %lld at position %lld is out of range [0, %lld)", what, (long long)v,
-         (long long)bad, (long long)bound);
+    indices_->backend().copy_to_host(&v, (const int64_t *)indices_->data() + bad, 8);
+    fail(Code::INVALID_ARGUMENT, "%s %lld at position %lld is out of range [0, %lld)", what_, (long long)v,
+         (long long)bad, (long long)bound_);
   }
 }
 
@@ -605,14 +621,15 @@ Ref index_select(const Ref &x, const Ref &indices) {
   MT_CHECK(indices->ndim() == 1, SHAPE, "indices must be 1-D, got %s", shape_str(indices->shape).c_str());
   MT_CHECK(indices->device == x->device, DEVICE, "tensors on different devices: x is %s, indices is %s",
            device_name_short(x->device), device_name_short(indices->device));
-  check_indices(indices, x->shape[0], "index");
+  IndexCheck check(indices, x->shape[0], "index");
   Shape shape = x->shape;
   shape[0] = indices->numel();
   int64_t cols = shape_numel(Shape(x->shape.begin() + 1, x->shape.end()));
   Ref out = empty(shape, x->dtype, x->device);
   if (out->numel())
-    x->backend().index_select(out->data(), x->data(), (const int64_t *)indices->data(), indices->numel(), cols,
-                              x->dtype);
+    x->backend().index_select(out->data(), x->data(), (const int64_t *)indices->data(), indices->numel(),
+                              x->shape[0], cols, x->dtype);
+  check.finish();
   return record(Op::INDEX_SELECT, out, {x, indices});
 }
 

@@ -136,8 +136,27 @@ Ref nll_loss(const Ref &log_probs, const Ref &targets);
 std::pair<Ref, Ref> max_dim(const Ref &x, int64_t dim, bool keepdim);
 Ref index_select(const Ref &x, const Ref &indices);  // rows of x along dim 0
 Ref slice(const Ref &x, int64_t dim, int64_t start, int64_t end);
-// Throws INVALID_ARGUMENT naming the first index outside [0, bound).
-void check_indices(const Ref &indices, int64_t bound, const char *what);
+// The check that int64 indices lie in [0, bound), queued ahead of the kernels that read them
+// and answered after: the device runs those kernels without waiting for the host (they keep an
+// out-of-range index in bounds, see Backend::range_check_queue). finish() throws
+// INVALID_ARGUMENT naming the first index outside; an op that fails before finish() leaves the
+// answer to the destructor. A graph capture checks nothing (nothing can be read back): indices
+// are checked when the step runs eagerly.
+class IndexCheck {
+ public:
+  IndexCheck(const Ref &indices, int64_t bound, const char *what);
+  ~IndexCheck();
+  IndexCheck(const IndexCheck &) = delete;
+  IndexCheck &operator=(const IndexCheck &) = delete;
+  void finish();
+
+ private:
+  Ref indices_;
+  int64_t bound_;
+  const char *what_;
+  int64_t ticket_ = 0;
+  bool pending_ = false;
+};
 
 // Helpers for backward rules (not recorded themselves).
 Ref unary(Unary op, const Ref &x, double s = 0);

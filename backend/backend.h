@@ -232,8 +232,14 @@ class Backend {
   // dlp (written) = -scale * dloss at [r, t_r], 0 elsewhere.
   virtual void nll_loss_backward(void *dlp, const int64_t *targets, const void *dloss, int64_t rows, int64_t cols,
                                  DType dtype, double scale);
-  // The first i with idx[i] outside [0, bound), or -1. Synchronizes (it answers on the host).
-  virtual int64_t first_out_of_range(const int64_t *idx, int64_t n, int64_t bound);
+  // The first i with idx[i] outside [0, bound), or -1, asked in two halves so that the device
+  // need not idle while the host waits: range_check_queue queues the check and returns a
+  // ticket; the caller may then queue the work that reads idx (every kernel that reads by
+  // index keeps an out-of-range one in bounds: it reads NaN or zeros); range_check_answer
+  // waits for the check alone and answers. Each ticket is answered exactly once. The CPU
+  // answers at once (its ticket is the answer).
+  virtual int64_t range_check_queue(const int64_t *idx, int64_t n, int64_t bound);
+  virtual int64_t range_check_answer(int64_t ticket);
   // x viewed as [outer, reduce, inner]: values[o, i] = max_r x[o, r, i], indices[o, i] the
   // first r that attains it (NaN counts as the maximum, as PyTorch). values may be null.
   virtual void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce,
@@ -264,8 +270,10 @@ class Backend {
   // The reverse: dx[o, start + j, i] = dy[o, j, i]; dx elsewhere is left as it is.
   virtual void slice_backward(void *dx, const void *dy, int64_t outer, int64_t size, int64_t inner, int64_t start,
                               int64_t len, DType dtype);
-  // out[r, :] = x[idx[r], :] for n rows of cols elements (indices validated by the caller).
-  virtual void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType dtype);
+  // out[r, :] = x[idx[r], :] for n rows of cols elements out of x's rows_x; a row whose index
+  // is outside [0, rows_x) is written as zeros (the caller reports it, see range_check_queue).
+  virtual void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t rows_x, int64_t cols,
+                            DType dtype);
   // dx[idx[r], :] += dy[r, :] for r < n, deterministic (the same sums in the same order on
   // every run); dx has rows_x rows and is not cleared first.
   virtual void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,

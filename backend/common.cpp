@@ -111,7 +111,8 @@ void Backend::nll_loss(void *, const void *, const int64_t *, int64_t, int64_t, 
 void Backend::nll_loss_backward(void *, const int64_t *, const void *, int64_t, int64_t, DType, double) {
   MT_UNSUPPORTED("nll_loss backward");
 }
-int64_t Backend::first_out_of_range(const int64_t *, int64_t, int64_t) { MT_UNSUPPORTED("index validation"); }
+int64_t Backend::range_check_queue(const int64_t *, int64_t, int64_t) { MT_UNSUPPORTED("index validation"); }
+int64_t Backend::range_check_answer(int64_t) { MT_UNSUPPORTED("index validation"); }
 void Backend::max_reduce(void *, int64_t *, const void *, int64_t, int64_t, int64_t, DType) { MT_UNSUPPORTED("max"); }
 void Backend::max_backward(void *, const int64_t *, const void *, int64_t, int64_t, int64_t, DType) {
   MT_UNSUPPORTED("max backward");
@@ -134,7 +135,7 @@ void Backend::slice_copy(void *, const void *, int64_t, int64_t, int64_t, int64_
 void Backend::slice_backward(void *, const void *, int64_t, int64_t, int64_t, int64_t, int64_t, DType) {
   MT_UNSUPPORTED("slice backward");
 }
-void Backend::index_select(void *, const void *, const int64_t *, int64_t, int64_t, DType) {
+void Backend::index_select(void *, const void *, const int64_t *, int64_t, int64_t, int64_t, DType) {
   MT_UNSUPPORTED("index_select");
 }
 void Backend::index_add(void *, const int64_t *, const void *, int64_t, int64_t, int64_t, DType) {

@@ -69,7 +69,8 @@ void cross_entropy_t(T *loss, T *lse, const T *x, const int64_t *t, int64_t rows
   for (int64_t r = 0; r < rows; r++) {
     double l = row_lse(x + r * cols, cols);
     lse[r] = (T)l;
-    acc += l - (double)x[r * cols + t[r]];
+    // A target outside [0, cols) reads nothing and gives NaN (the caller reports it).
+    acc += l - (t[r] >= 0 && t[r] < cols ? (double)x[r * cols + t[r]] : std::nan(""));
   }
   loss[0] = (T)(acc * scale);
 }
@@ -162,8 +163,12 @@ void cross_entropy_backward(void *dx, const void *x, const void *lse, const int6
 void nll_loss(void *loss, const void *lp, const int64_t *t, int64_t rows, int64_t cols, DType d, double scale) {
   double acc = 0;
   require_float(d, "nll_loss");
-  for (int64_t r = 0; r < rows; r++)
-    acc += d == DType::F32 ? (double)((const float *)lp)[r * cols + t[r]] : ((const double *)lp)[r * cols + t[r]];
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t i = r * cols + t[r];  // a target outside [0, cols) reads nothing and gives NaN
+    acc += t[r] < 0 || t[r] >= cols ? std::nan("")
+           : d == DType::F32        ? (double)((const float *)lp)[i]
+                                    : ((const double *)lp)[i];
+  }
   if (d == DType::F32) *(float *)loss = (float)(-acc * scale);
   else *(double *)loss = -acc * scale;
 }

@@ -389,9 +389,10 @@ class CpuBackend final : public Backend {
                          double scale) override {
     cpu::nll_loss_backward(dlp, t, dloss, rows, cols, d, scale);
   }
-  int64_t first_out_of_range(const int64_t *idx, int64_t n, int64_t bound) override {
+  int64_t range_check_queue(const int64_t *idx, int64_t n, int64_t bound) override {
     return cpu::first_out_of_range(idx, n, bound);
   }
+  int64_t range_check_answer(int64_t ticket) override { return ticket; }
   void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
                   DType d) override {
     cpu::max_reduce(values, indices, x, outer, reduce, inner, d);
@@ -428,9 +429,14 @@ class CpuBackend final : public Backend {
     for (int64_t o = 0; o < outer; o++)
       std::memcpy((char *)dx + ((o * size + start) * inner) * es, (const char *)dy + o * row, (size_t)row);
   }
-  void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType d) override {
+  void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t rows_x, int64_t cols,
+                    DType d) override {
     const int64_t row = cols * dtype_size(d);
-    for (int64_t r = 0; r < n; r++) std::memcpy((char *)out + r * row, (const char *)x + idx[r] * row, (size_t)row);
+    for (int64_t r = 0; r < n; r++) {
+      char *dst = (char *)out + r * row;
+      if (idx[r] < 0 || idx[r] >= rows_x) std::memset(dst, 0, (size_t)row);
+      else std::memcpy(dst, (const char *)x + idx[r] * row, (size_t)row);
+    }
   }
   void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
                  DType d) override {

@@ -6,7 +6,8 @@
 //   cross_entropy_backward  dlogits (rows, cols) written = scale * dloss * (exp(x - lse_r) - onehot)
 //   nll_loss                loss (1) = -scale * sum_r lp[r, t_r]
 //   nll_loss_backward       dlp (rows, cols) written = -scale * dloss at [r, t_r], 0 elsewhere
-//   first_out_of_range      idx (n) -> first i with idx[i] outside [0, bound), or -1 (host answer)
+//   range_check_queue       idx (n) -> a ticket; range_check_answer(ticket) -> first i with
+//                           idx[i] outside [0, bound), or -1 (waits for the check alone)
 //   max_reduce              x (outer, reduce, inner) -> values, indices (outer, inner)
 //   max_backward            dx (outer, reduce, inner) written = dy (outer, inner) at the index, else 0
 //   slice_copy / backward   (outer, size, inner) <-> (outer, len, inner) at offset start
@@ -35,6 +36,8 @@
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
+#include <mutex>
+#include <vector>
 
 #include "minitorch.h"  // MT_API
 #include "backend/cuda/classify.h"
@@ -185,6 +188,28 @@ __global__ void __launch_bounds__(kThreads) ce_forward_kernel(Compute<T> *row_lo
   }
 }
 
+// The factor of every cross-entropy and nll gradient: g = scale * dloss[0] (scale when dloss is
+// null: the loss was the root of the backward walk).
+template <class T>
+__device__ __forceinline__ Compute<T> loss_grad_scale(const T *dloss, double scale) {
+  return (Compute<T>)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
+}
+
+// The cross-entropy gradient of one logit x with row lse l: g * (exp(x - l) - [hit]), hit when
+// its column is the row's target.
+template <class T>
+__device__ __forceinline__ T ce_grad(T x, Compute<T> l, Compute<T> g, bool hit) {
+  using A = Compute<T>;
+  return from_compute<T>(g * (dexp(to_compute(x) - l) - (hit ? A(1) : A(0))));
+}
+
+// ce_grad over a pack holding columns c0 .. c0 + N - 1 of a row with target tr, in place.
+template <class T>
+__device__ __forceinline__ void ce_grad_pack(Pack<T> &v, int64_t c0, int64_t tr, Compute<T> l, Compute<T> g) {
+#pragma unroll
+  for (int j = 0; j < Pack<T>::N; ++j) v.v[j] = ce_grad(v.v[j], l, g, c0 + j == tr);
+}
+
 // The same forward for rows of exactly G lanes x PL packs (dispatch_fit; VEC alignment): the
 // row is loaded into registers at once, then its max and its sum of exp go over the lanes by
 // shuffles (no per-pack rescale), so PL loads per lane are in flight before the first
@@ -237,15 +262,12 @@ __global__ void __launch_bounds__(kThreads) ce_backward_fit_kernel(T *dx, const 
   Pack<T> v[PL];
 #pragma unroll
   for (int k = 0; k < PL; ++k) v[k] = load128(x + off + k * G * N);
-  const A g = (A)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
+  const A g = loss_grad_scale(dloss, scale);
   const A l = to_compute(lse[r]);
   const int64_t tr = t[r];
 #pragma unroll
   for (int k = 0; k < PL; ++k) {
-    const int64_t c0 = (int64_t)(sub + k * G) * N;
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-      v[k].v[j] = from_compute<T>(g * (dexp(to_compute(v[k].v[j]) - l) - (c0 + j == tr ? A(1) : A(0))));
+    ce_grad_pack(v[k], (int64_t)(sub + k * G) * N, tr, l, g);
     store128(dx + off + k * G * N, v[k]);
   }
 }
@@ -274,7 +296,7 @@ __global__ void __launch_bounds__(kThreads) ce_backward_kernel(T *dx, const T *x
                                                                double scale, FastDivmod fd) {
   using A = Compute<T>;
   constexpr int W = VEC ? Pack<T>::N : 1;
-  const A g = (A)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
+  const A g = loss_grad_scale(dloss, scale);
   const int64_t upr = cols / W, units = rows * upr;
   for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < units; u += (int64_t)gridDim.x * blockDim.x) {
     int64_t r, cu;
@@ -285,22 +307,17 @@ __global__ void __launch_bounds__(kThreads) ce_backward_kernel(T *dx, const T *x
     if constexpr (CE) l = to_compute(lse[r]);
     if constexpr (VEC) {
       Pack<T> v;
-      if constexpr (CE) v = load128(x + u * W);
+      if constexpr (CE) {
+        v = load128(x + u * W);
+        ce_grad_pack(v, c0, tr, l, g);
+      } else {
 #pragma unroll
-      for (int j = 0; j < W; ++j) {
-        const bool hit = c0 + j == tr;
-        A val;
-        if constexpr (CE) val = g * (dexp(to_compute(v.v[j]) - l) - (hit ? A(1) : A(0)));
-        else val = hit ? -g : A(0);
-        v.v[j] = from_compute<T>(val);
+        for (int j = 0; j < W; ++j) v.v[j] = from_compute<T>(c0 + j == tr ? -g : A(0));
       }
       store128(dx + u * W, v);
     } else {
-      const bool hit = c0 == tr;
-      A val;
-      if constexpr (CE) val = g * (dexp(to_compute(x[u]) - l) - (hit ? A(1) : A(0)));
-      else val = hit ? -g : A(0);
-      dx[u] = from_compute<T>(val);
+      if constexpr (CE) dx[u] = ce_grad(x[u], l, g, c0 == tr);
+      else dx[u] = from_compute<T>(c0 == tr ? -g : A(0));
     }
   }
 }
@@ -315,7 +332,7 @@ __global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, c
                                                                         int64_t units, double scale, FastDivmod fd) {
   using A = Compute<T>;
   constexpr int W = Pack<T>::N;
-  const A g = (A)((dloss ? (double)to_compute(dloss[0]) : 1.0) * scale);
+  const A g = loss_grad_scale(dloss, scale);
   const int64_t base = (int64_t)blockIdx.x * kThreads * UNROLL + threadIdx.x;
   Pack<T> v[UNROLL];
 #pragma unroll
@@ -329,13 +346,7 @@ __global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, c
     if (i < units) {
       uint32_t r, cu;
       fd.divmod((uint32_t)i, r, cu);
-      const int64_t tr = t[r];
-      const A l = to_compute(lse[r]);
-#pragma unroll
-      for (int j = 0; j < W; ++j) {
-        const bool hit = (int64_t)cu * W + j == tr;
-        v[u].v[j] = from_compute<T>(g * (dexp(to_compute(v[u].v[j]) - l) - (hit ? A(1) : A(0))));
-      }
+      ce_grad_pack(v[u], (int64_t)cu * W, t[r], to_compute(lse[r]), g);
       store128(dx + i * W, v[u]);
     }
   }
@@ -739,20 +750,91 @@ void nll_loss_backward(Context &c, void *dlp, const int64_t *targets, const void
   ce_nll_backward<false>(c, "nll_loss backward", dlp, nullptr, nullptr, targets, dloss, rows, cols, dtype, scale);
 }
 
-int64_t first_out_of_range(Context &c, const int64_t *idx, int64_t n, int64_t bound) {
-  NvtxRange range("first_out_of_range");
-  check_sizes("first_out_of_range", {n});
-  if (n == 0) return -1;
-  MT_CHECK(idx, INVALID_ARGUMENT, "cuda first_out_of_range: null index buffer for %lld indices", (long long)n);
+namespace {
+// The host side of the range checks in flight: a pinned word that the check's answer is
+// copied into and the event recorded after the copy, per ticket; tickets are slot numbers,
+// reused once answered. Created on first use and never destroyed, as the context.
+struct RangeCheckSlot {
+  unsigned long long *host = nullptr;
+  cudaEvent_t done = nullptr;
+  bool busy = false;
+};
+struct RangeCheckSlots {
+  std::mutex mu;
+  std::vector<RangeCheckSlot> slots;
+};
+RangeCheckSlots &range_check_slots() {
+  static RangeCheckSlots *s = new RangeCheckSlots;
+  return *s;
+}
+// A free slot, marked busy; a new one when all are (a failed creation throws, leaving none half made).
+int64_t acquire_range_check_slot() {
+  RangeCheckSlots &s = range_check_slots();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (size_t i = 0; i < s.slots.size(); i++)
+    if (!s.slots[i].busy) {
+      s.slots[i].busy = true;
+      return (int64_t)i;
+    }
+  RangeCheckSlot slot;
+  MT_CUDA_CHECK(cudaHostAlloc(&slot.host, sizeof(unsigned long long), cudaHostAllocDefault));
+  if (cudaError_t err = cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming); err != cudaSuccess) {
+    cudaFreeHost(slot.host);
+    cuda_fail(err, "cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming)", __FILE__, __LINE__);
+  }
+  slot.busy = true;
+  s.slots.push_back(slot);
+  return (int64_t)s.slots.size() - 1;
+}
+void release_range_check_slot(int64_t ticket) {
+  RangeCheckSlots &s = range_check_slots();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.slots[(size_t)ticket].busy = false;
+}
+// The ticket of a check that had nothing to check (no slot).
+constexpr int64_t kNothingToCheck = -1;
+}  // namespace
+
+int64_t range_check_queue(Context &c, const int64_t *idx, int64_t n, int64_t bound) {
+  NvtxRange range("range_check_queue");
+  check_sizes("range check", {n});
+  if (n == 0) return kNothingToCheck;
+  MT_CHECK(idx, INVALID_ARGUMENT, "cuda range check: null index buffer for %lld indices", (long long)n);
   c.check_not_capturing("checking indices (the answer is read back to the host)");
-  PoolBuffer first(sizeof(unsigned long long));
-  MT_CUDA_CHECK(cudaMemsetAsync(first.as<void>(), 0xff, sizeof(unsigned long long), c.stream));  // ULLONG_MAX
-  first_bad_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(first.as<unsigned long long>(), idx, n, bound);
-  MT_CUDA_CHECK_LAUNCH("first_out_of_range");
-  unsigned long long host = 0;
-  MT_CUDA_CHECK(cudaMemcpyAsync(&host, first.as<void>(), sizeof host, cudaMemcpyDeviceToHost, c.stream));
-  MT_CUDA_CHECK(cudaStreamSynchronize(c.stream));
-  return host >= (unsigned long long)n ? -1 : (int64_t)host;
+  const int64_t ticket = acquire_range_check_slot();
+  try {
+    RangeCheckSlot slot = range_check_slots().slots[(size_t)ticket];  // a copy: the vector may grow
+    PoolBuffer first(sizeof(unsigned long long));
+    MT_CUDA_CHECK(cudaMemsetAsync(first.as<void>(), 0xff, sizeof(unsigned long long), c.stream));  // ULLONG_MAX
+    first_bad_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(first.as<unsigned long long>(), idx, n,
+                                                                           bound);
+    MT_CUDA_CHECK_LAUNCH("range check");
+    MT_CUDA_CHECK(cudaMemcpyAsync(slot.host, first.as<void>(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                  c.stream));
+    MT_CUDA_CHECK(cudaEventRecord(slot.done, c.stream));
+  } catch (...) {
+    release_range_check_slot(ticket);
+    throw;
+  }
+  return ticket;
+}
+
+int64_t range_check_answer(Context &, int64_t ticket) {
+  if (ticket == kNothingToCheck) return -1;
+  NvtxRange range("range_check_answer");
+  RangeCheckSlot slot;
+  {
+    RangeCheckSlots &s = range_check_slots();
+    std::lock_guard<std::mutex> lock(s.mu);
+    MT_CHECK(ticket >= 0 && ticket < (int64_t)s.slots.size() && s.slots[(size_t)ticket].busy, INVALID_ARGUMENT,
+             "cuda range check: ticket %lld is not in flight", (long long)ticket);
+    slot = s.slots[(size_t)ticket];
+  }
+  const cudaError_t err = cudaEventSynchronize(slot.done);
+  const unsigned long long first = *slot.host;
+  release_range_check_slot(ticket);
+  if (err != cudaSuccess) cuda_fail(err, "cudaEventSynchronize(slot.done)", __FILE__, __LINE__);
+  return first == ~0ull ? -1 : (int64_t)first;  // ULLONG_MAX: the memset's fill, nothing out of range
 }
 
 void max_reduce(Context &c, void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
@@ -838,16 +920,16 @@ void slice_backward(Context &c, void *dx, const void *dy, int64_t outer, int64_t
             len * inner * es, nullptr, 0);
 }
 
-void index_select(Context &c, void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType dtype) {
+void index_select(Context &c, void *out, const void *x, const int64_t *idx, int64_t n, int64_t rows_x, int64_t cols,
+                  DType dtype) {
   NvtxRange range("index_select");
-  check_sizes("index_select", {n, cols});
+  check_sizes("index_select", {n, rows_x, cols});
   check_dtype_valid("index_select", dtype);
   if (n == 0 || cols == 0) return;
   MT_CHECK(out && x && idx, INVALID_ARGUMENT, "cuda index_select: null buffer (out=%p, x=%p, idx=%p)", out, x,
            (const void *)idx);
   const int64_t row = cols * dtype_size(dtype);
-  // The bound is unknown here (the caller validated the indices); INT64_MAX keeps every row.
-  copy_rows(c, "index_select", out, x, n, row, row, row, idx, INT64_MAX);
+  copy_rows(c, "index_select", out, x, n, row, row, row, idx, rows_x);
 }
 
 void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,

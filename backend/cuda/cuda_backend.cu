@@ -142,9 +142,10 @@ class CudaBackend final : public Backend {
                          double scale) override {
     cuda::nll_loss_backward(ctx_, dlp, t, dloss, rows, cols, d, scale);
   }
-  int64_t first_out_of_range(const int64_t *idx, int64_t n, int64_t bound) override {
-    return cuda::first_out_of_range(ctx_, idx, n, bound);
+  int64_t range_check_queue(const int64_t *idx, int64_t n, int64_t bound) override {
+    return cuda::range_check_queue(ctx_, idx, n, bound);
   }
+  int64_t range_check_answer(int64_t ticket) override { return cuda::range_check_answer(ctx_, ticket); }
   void max_reduce(void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
                   DType d) override {
     cuda::max_reduce(ctx_, values, indices, x, outer, reduce, inner, d);
@@ -180,8 +181,9 @@ class CudaBackend final : public Backend {
                       int64_t len, DType d) override {
     cuda::slice_backward(ctx_, dx, dy, outer, size, inner, start, len, d);
   }
-  void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t cols, DType d) override {
-    cuda::index_select(ctx_, out, x, idx, n, cols, d);
+  void index_select(void *out, const void *x, const int64_t *idx, int64_t n, int64_t rows_x, int64_t cols,
+                    DType d) override {
+    cuda::index_select(ctx_, out, x, idx, n, rows_x, cols, d);
   }
   void index_add(void *dx, const int64_t *idx, const void *dy, int64_t n, int64_t rows_x, int64_t cols,
                  DType d) override {

@@ -105,6 +105,44 @@ TEST_CASE("out-of-range targets name the first bad index") {
   CHECK(mt_cross_entropy(l.out(), x, short_t) == MT_ERR_SHAPE);
 }
 
+TEST_CASE("target checks in a row: a bad one between good ones, the last of a long batch, no node recorded") {
+  LeakGuard lg;
+  std::mt19937_64 rng(77);
+  const int64_t n = 70000, c = 5;
+  Vec xv = randvec(rng, n * c, -2, 2);
+  std::vector<int64_t> tv((size_t)n);
+  for (auto &v : tv) v = (int64_t)(rng() % (uint64_t)c);
+  Vec lsr = ref_log_softmax_rows(xv, n, c);
+  double ref = 0;
+  for (int64_t r = 0; r < n; r++) ref -= lsr[(size_t)(r * c + tv[(size_t)r])] / (double)n;
+  H x = make(xv, {n, c}), good = make_targets(tv);
+  MT_OK_OR_FAIL(mt_tensor_set_requires_grad(x, 1));
+  std::vector<int64_t> last_bad = tv;
+  last_bad.back() = n;  // out of range as a target (c) and as a row of x (n)
+  H bad = make_targets(last_bad);
+  for (int round = 0; round < 3; round++) {
+    H l, b;
+    MT_OK_OR_FAIL(mt_cross_entropy(l.out(), x, good));
+    CHECK(values(l)[0] == doctest::Approx(ref).epsilon(1e-12));  // float64, summed in another order
+    CHECK(mt_cross_entropy(b.out(), x, bad) == MT_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(mt_last_error()) == "mt_cross_entropy: target 70000 at position 69999 is out of range [0, 5)");
+    CHECK(mt_index_select(b.out(), x, bad) == MT_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(mt_last_error()) == "mt_index_select: index 70000 at position 69999 is out of range [0, 70000)");
+  }
+  // The failed calls recorded nothing: x's gradient is that of the one good loss walked back.
+  H l, g;
+  MT_OK_OR_FAIL(mt_cross_entropy(l.out(), x, good));
+  MT_OK_OR_FAIL(mt_backward(l));
+  MT_OK_OR_FAIL(mt_tensor_grad(g.out(), x));
+  Vec gv = values(g);
+  double worst = 0;
+  for (int64_t i = 0; i < n * c; i++) {
+    const double want = (std::exp(lsr[(size_t)i]) - (tv[(size_t)(i / c)] == i % c ? 1.0 : 0.0)) / (double)n;
+    worst = std::max(worst, std::fabs(gv[(size_t)i] - want));
+  }
+  CHECK(worst < 1e-15);  // |grad| <= 1/n = 1.4e-5; float64 rounding is far below
+}
+
 TEST_CASE("max_dim and argmax") {
   LeakGuard lg;
   H x = make({1, 5, 5, 2, 9, 0, 3, 3, -1}, {3, 3}), v, i, a;
