@@ -454,6 +454,25 @@ __global__ void __launch_bounds__(BLOCK ? kBlockThreads : kRowThreads)
   }
 }
 
+// One pack of a row in the one-pass LayerNorm backward (ln_bwd_fused_kernel, ln_bwd_cluster_kernel):
+// adds g = dy gamma and g xhat to the row sums sg and sgx, and dy xhat and dy to the column sums
+// sdx and sd of the pack's columns. w: the pack's gamma (ones without gamma).
+template <class T>
+__device__ __forceinline__ void ln_bwd_pack_sums(const Pack<T> &vx, const Pack<T> &vd, const Pack<T> &w, Compute<T> m,
+                                                 Compute<T> rs, Compute<T> &sg, Compute<T> &sgx,
+                                                 Compute<T> (&sdx)[Pack<T>::N], Compute<T> (&sd)[Pack<T>::N]) {
+  using A = Compute<T>;
+#pragma unroll
+  for (int j = 0; j < Pack<T>::N; ++j) {
+    const A dv = to_compute(vd.v[j]), xh = (to_compute(vx.v[j]) - m) * rs;
+    const A g = dv * to_compute(w.v[j]);
+    sg += g;
+    sgx += g * xh;
+    sdx[j] += dv * xh;
+    sd[j] += dv;
+  }
+}
+
 // (fused) dx and the dgamma/dbeta partials from one read of x and dy, for rows of exactly
 // G x PL 16-byte packs (fused_shape: G <= kFusedThreads a power of two below 32 or a multiple of
 // 32, PL <= kFusedMaxPL). A block of R = blockDim.x / G row groups takes rows base + q (group q),
@@ -490,16 +509,7 @@ __global__ void __launch_bounds__(kFusedThreads)
         const int64_t c = (int64_t)(sub + k * G) * N;
         vx[k] = load128(x + r * d + c);
         vd[k] = load128(dy + r * d + c);
-        const Pack<T> w = pack_or(gamma, c, 1.f);
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          const A dv = to_compute(vd[k].v[j]), xh = (to_compute(vx[k].v[j]) - m) * rs;
-          const A g = dv * to_compute(w.v[j]);
-          sg += g;
-          sgx += g * xh;
-          sdx[k][j] += dv * xh;
-          sd[k][j] += dv;
-        }
+        ln_bwd_pack_sums(vx[k], vd[k], pack_or(gamma, c, 1.f), m, rs, sg, sgx, sdx[k], sd[k]);
       }
     }
     sg = group_sum(sg, G < 32 ? G : 32);
@@ -582,13 +592,12 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
   constexpr int N = Pack<T>::N;
   extern __shared__ __align__(16) unsigned char stage_bytes[];
   Pack<T> *stage = reinterpret_cast<Pack<T> *>(stage_bytes);
-  __shared__ A red[2][kFusedThreads / 32];
+  __shared__ A red[64];
   __shared__ A slot[2][2];  // [row parity][sg, sgx]
   cg::cluster_group cl = cg::this_cluster();
   const unsigned K = cl.num_blocks();
   const int64_t q = blockIdx.x / K, Q = gridDim.x / K;
   const int64_t p0 = (int64_t)cl.block_rank() * slice, p1 = min(p0 + slice, d / N);
-  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, nw = (int)blockDim.x >> 5;
   // this thread's pack k of array a (0: x, 1: dy) in stage s
   const auto at = [&](int s, int a, int k) -> Pack<T> & {
     return stage[((s * 2 + a) * PL + k) * (int)blockDim.x + (int)threadIdx.x];
@@ -615,40 +624,9 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
     cp_async_wait<1>();  // this row's copies have landed
     A sg = 0, sgx = 0;
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
-      const Pack<T> vx = at(s, 0, k), vd = at(s, 1, k), w = pack_or(gamma, p * N, 1.f);
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const A dv = to_compute(vd.v[j]), xh = (to_compute(vx.v[j]) - m) * rs;
-        const A g = dv * to_compute(w.v[j]);
-        sg += g;
-        sgx += g * xh;
-        sdx[k][j] += dv * xh;
-        sd[k][j] += dv;
-      }
+      ln_bwd_pack_sums(at(s, 0, k), at(s, 1, k), pack_or(gamma, p * N, 1.f), m, rs, sg, sgx, sdx[k], sd[k]);
     });
-    sg = group_sum(sg, 32);
-    sgx = group_sum(sgx, 32);
-    if (lane == 0) {
-      red[0][warp] = sg;
-      red[1][warp] = sgx;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      A a = 0, b = 0;
-      for (int w = 0; w < nw; ++w) {
-        a += red[0][w];
-        b += red[1][w];
-      }
-      slot[s][0] = a;
-      slot[s][1] = b;
-    }
-    cl.sync();
-    sg = sgx = A(0);
-    for (unsigned k = 0; k < K; ++k) {
-      const A *o = cl.map_shared_rank(&slot[s][0], k);
-      sg += o[0];
-      sgx += o[1];
-    }
+    cluster_allsum2(sg, sgx, red, &slot[s][0]);
     sg /= A(d);
     sgx /= A(d);
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {

@@ -13,8 +13,9 @@
 //
 // defines: dexp, dlog, dmax, kNegInf, online_add, online_merge, group_max, group_sum,
 //          group_merge, block_allmax, block_allsum, block_allmerge, cluster_allmax,
-//          cluster_allsum, slice_packs, next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit,
-//          warp_shape, block_shape, cluster_shape, vec_ok
+//          cluster_allsum, cluster_allsum2, slice_packs,
+//          next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit, warp_shape,
+//          block_shape, cluster_shape, vec_ok
 #pragma once
 
 #include <cooperative_groups.h>
@@ -151,6 +152,40 @@ __device__ __forceinline__ A cluster_allsum(A v, A *red, A *slot) {
   A out = 0;
   for (unsigned r = 0; r < cl.num_blocks(); ++r) out += *cl.map_shared_rank(slot, r);
   return out;
+}
+
+// Two sums at once over the cluster, the same in every thread of every block: each warp's by
+// shuffles, the block's by thread 0 in warp order into slot[0] and slot[1], then the K slots in
+// rank order after the cluster barrier (which also lets red be reused). red: __shared__ [64];
+// slot: __shared__ A[2] of this block, under the same rule as cluster_allsum's.
+template <class A>
+__device__ __forceinline__ void cluster_allsum2(A &a, A &b, A *red, A *slot) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  a = group_sum(a, 32);
+  b = group_sum(b, 32);
+  if (lane == 0) {
+    red[warp] = a;
+    red[32 + warp] = b;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    A sa = 0, sb = 0;
+    for (int w = 0; w < nw; ++w) {
+      sa += red[w];
+      sb += red[32 + w];
+    }
+    slot[0] = sa;
+    slot[1] = sb;
+  }
+  cl.sync();
+  a = b = A(0);
+  for (unsigned r = 0; r < cl.num_blocks(); ++r) {
+    const A *o = cl.map_shared_rank(slot, r);
+    a += o[0];
+    b += o[1];
+  }
 }
 
 // f(k, p) for this thread's packs of a block's slice [p0, p1) in the split-row (cluster)
