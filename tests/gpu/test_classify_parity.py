@@ -405,6 +405,11 @@ class TestSoftmaxStudy(ClassifyCase):
                             y = s(U.call("mt_tensor_full", U.shape_array(shape), 2, c_double(0.0), MT_F32, MT_CUDA))
                             st = hook(c_void_p(U.data_ptr_of(y)), c_void_p(U.data_ptr_of(xd)), shape[0], cols, MT_F32,
                                       variant)
+                            # a block holds at most 256 threads x 8 packs of its row's K-th
+                            fits = variant == 0 or -(-cols // 4 // (8 if variant == 9 else 4)) <= 256 * 8
+                            if not fits:
+                                self.assertEqual(st, U.MT_ERR_UNSUPPORTED, "variant %d must refuse" % variant)
+                                continue
                             self.assertEqual(st, MT_OK, U.last_error())
                             self.assertStatus(LIB.mt_synchronize(), MT_OK)
                             self.assertSpecial(host(y), want, 1e-5, "variant %d" % variant)
