@@ -354,11 +354,30 @@ __global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, c
 
 // ---- target check -------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kThreads) first_bad_kernel(unsigned long long *first, const int64_t *idx, int64_t n,
-                                                             int64_t bound) {
+// The first i with idx[i] outside [0, bound) (ULLONG_MAX when none), written to *answer (mapped
+// host memory) by the last block to finish, in one launch: first and done are the check's device
+// words, which it finds at ULLONG_MAX and 0 and leaves so for the next check.
+__global__ void __launch_bounds__(kThreads) range_check_kernel(unsigned long long *answer, unsigned long long *first,
+                                                               unsigned *done, const int64_t *idx, int64_t n,
+                                                               int64_t bound) {
+  __shared__ unsigned long long block_first;
+  if (threadIdx.x == 0) block_first = ~0ull;
+  __syncthreads();
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t v = idx[i];
-    if (v < 0 || v >= bound) atomicMin(first, (unsigned long long)i);
+    if (v < 0 || v >= bound) {  // this thread's later indices are larger
+      atomicMin(&block_first, (unsigned long long)i);
+      break;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (block_first != ~0ull) atomicMin(first, block_first);
+    __threadfence();
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {  // the last block: every other block's min is in
+      *answer = atomicExch(first, ~0ull);
+      *done = 0;
+    }
   }
 }
 
@@ -751,11 +770,13 @@ void nll_loss_backward(Context &c, void *dlp, const int64_t *targets, const void
 }
 
 namespace {
-// The host side of the range checks in flight: a pinned word that the check's answer is
-// copied into and the event recorded after the copy, per ticket; tickets are slot numbers,
-// reused once answered. Created on first use and never destroyed, as the context.
+// The range checks in flight: per ticket, a pinned host word that range_check_kernel writes its
+// answer into, the kernel's two device words and the event recorded after it; tickets are slot
+// numbers, reused once answered. Created on first use and never destroyed, as the context.
 struct RangeCheckSlot {
-  unsigned long long *host = nullptr;
+  unsigned long long *host = nullptr, *host_dev = nullptr;  // the answer, mapped: the device's address of it
+  unsigned long long *first = nullptr;                       // the device words of range_check_kernel
+  unsigned *count = nullptr;
   cudaEvent_t done = nullptr;
   bool busy = false;
 };
@@ -767,8 +788,9 @@ RangeCheckSlots &range_check_slots() {
   static RangeCheckSlots *s = new RangeCheckSlots;
   return *s;
 }
-// A free slot, marked busy; a new one when all are (a failed creation throws, leaving none half made).
-int64_t acquire_range_check_slot() {
+// A free slot, marked busy; a new one when all are (its device words set on c's stream; a failed
+// creation throws, leaving none half made).
+int64_t acquire_range_check_slot(Context &c) {
   RangeCheckSlots &s = range_check_slots();
   std::lock_guard<std::mutex> lock(s.mu);
   for (size_t i = 0; i < s.slots.size(); i++)
@@ -777,10 +799,24 @@ int64_t acquire_range_check_slot() {
       return (int64_t)i;
     }
   RangeCheckSlot slot;
-  MT_CUDA_CHECK(cudaHostAlloc(&slot.host, sizeof(unsigned long long), cudaHostAllocDefault));
-  if (cudaError_t err = cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming); err != cudaSuccess) {
-    cudaFreeHost(slot.host);
-    cuda_fail(err, "cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming)", __FILE__, __LINE__);
+  void *words = nullptr;
+  const auto undo = [&] {
+    if (slot.done) cudaEventDestroy(slot.done);
+    if (words) c.scratch_free(words);
+    if (slot.host) cudaFreeHost(slot.host);
+  };
+  try {
+    MT_CUDA_CHECK(cudaHostAlloc(&slot.host, sizeof(unsigned long long), cudaHostAllocMapped));
+    MT_CUDA_CHECK(cudaHostGetDevicePointer(&slot.host_dev, slot.host, 0));
+    words = c.scratch_alloc(2 * sizeof(unsigned long long));  // kept for good, as the slot
+    slot.first = static_cast<unsigned long long *>(words);
+    slot.count = reinterpret_cast<unsigned *>(slot.first + 1);
+    MT_CUDA_CHECK(cudaMemsetAsync(slot.first, 0xff, sizeof(unsigned long long), c.stream));  // ULLONG_MAX
+    MT_CUDA_CHECK(cudaMemsetAsync(slot.count, 0, sizeof(unsigned), c.stream));
+    MT_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  } catch (...) {
+    undo();
+    throw;
   }
   slot.busy = true;
   s.slots.push_back(slot);
@@ -801,16 +837,17 @@ int64_t range_check_queue(Context &c, const int64_t *idx, int64_t n, int64_t bou
   if (n == 0) return kNothingToCheck;
   MT_CHECK(idx, INVALID_ARGUMENT, "cuda range check: null index buffer for %lld indices", (long long)n);
   c.check_not_capturing("checking indices (the answer is read back to the host)");
-  const int64_t ticket = acquire_range_check_slot();
+  const int64_t ticket = acquire_range_check_slot(c);
   try {
-    RangeCheckSlot slot = range_check_slots().slots[(size_t)ticket];  // a copy: the vector may grow
-    PoolBuffer first(sizeof(unsigned long long));
-    MT_CUDA_CHECK(cudaMemsetAsync(first.as<void>(), 0xff, sizeof(unsigned long long), c.stream));  // ULLONG_MAX
-    first_bad_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(first.as<unsigned long long>(), idx, n,
-                                                                           bound);
+    RangeCheckSlot slot;
+    {
+      RangeCheckSlots &s = range_check_slots();
+      std::lock_guard<std::mutex> lock(s.mu);  // another thread may be growing the vector
+      slot = s.slots[(size_t)ticket];
+    }
+    range_check_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(slot.host_dev, slot.first, slot.count,
+                                                                             idx, n, bound);
     MT_CUDA_CHECK_LAUNCH("range check");
-    MT_CUDA_CHECK(cudaMemcpyAsync(slot.host, first.as<void>(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                  c.stream));
     MT_CUDA_CHECK(cudaEventRecord(slot.done, c.stream));
   } catch (...) {
     release_range_check_slot(ticket);

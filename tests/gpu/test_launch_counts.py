@@ -22,7 +22,7 @@ count too), and the fused MSE backward against the composition it replaced.
                  weight and bias gradients in one launch, ReLU's, the first layer's bias
                  reduction; SGD 1; cuBLAS takes more than one launch for some of these GEMMs).
                  Recording skips the target range check, which eagerly adds
-                 a memset, a kernel and a read back.
+                 one kernel (its answer goes straight to mapped host memory).
   programmatic dependent launch
                  the recorded XOR step replayed 300 times and an MLP step with momentum replayed
                  100 times give the same bits with MT_CUDA_NO_PDL set and without (a subprocess
