@@ -164,10 +164,12 @@ void nll_loss(void *loss, const void *lp, const int64_t *t, int64_t rows, int64_
   double acc = 0;
   require_float(d, "nll_loss");
   for (int64_t r = 0; r < rows; r++) {
-    const int64_t i = r * cols + t[r];  // a target outside [0, cols) reads nothing and gives NaN
-    acc += t[r] < 0 || t[r] >= cols ? std::nan("")
-           : d == DType::F32        ? (double)((const float *)lp)[i]
-                                    : ((const double *)lp)[i];
+    if (t[r] < 0 || t[r] >= cols) {  // a target outside [0, cols) reads nothing and gives NaN
+      acc += std::nan("");
+      continue;
+    }
+    const int64_t i = r * cols + t[r];
+    acc += d == DType::F32 ? (double)((const float *)lp)[i] : ((const double *)lp)[i];
   }
   if (d == DType::F32) *(float *)loss = (float)(-acc * scale);
   else *(double *)loss = -acc * scale;

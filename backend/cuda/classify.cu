@@ -871,7 +871,7 @@ int64_t range_check_answer(Context &, int64_t ticket) {
   const unsigned long long first = *slot.host;
   release_range_check_slot(ticket);
   if (err != cudaSuccess) cuda_fail(err, "cudaEventSynchronize(slot.done)", __FILE__, __LINE__);
-  return first == ~0ull ? -1 : (int64_t)first;  // ULLONG_MAX: the memset's fill, nothing out of range
+  return first == ~0ull ? -1 : (int64_t)first;  // ULLONG_MAX: nothing out of range
 }
 
 void max_reduce(Context &c, void *values, int64_t *indices, const void *x, int64_t outer, int64_t reduce, int64_t inner,
