@@ -41,7 +41,6 @@
 // Contents: math | layer_norm kernels (cached, uncached, column sums) | gelu, causal mask |
 //           shapes and dispatch | launchers
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <initializer_list>
 #include <type_traits>
