@@ -124,7 +124,10 @@ Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device dev
   int64_t n = shape_numel(shape);
   std::vector<double> vals((size_t)n);
   bool dp = dtype == DType::F64;
-  for (int64_t i = 0; i < n; i++) vals[(size_t)i] = normal ? philox_normal_at(seed, i, dp) : philox_uniform_at(seed, i, dp);
+  if (normal)
+    for (int64_t i = 0; i < n; i++) vals[(size_t)i] = philox_normal_at(seed, i, dp);
+  else
+    philox_uniforms(seed, n, dp, [&](int64_t i, double u) { vals[(size_t)i] = u; });
   Ref t = empty(shape, dtype, device);
   if (dtype == DType::F64) {
     t->backend().copy_from_host(t->data(), vals.data(), t->nbytes());

@@ -1,8 +1,11 @@
 // philox.h - Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as
-// 1, 2, 3", SC'11), the counter-based generator cuRAND also uses. Element i of a
-// tensor drawn with `seed` uses counter block i (of which it keeps one or two words), so
-// any device (or a kernel thread) can produce any element independently and every
-// device agrees.
+// 1, 2, 3", SC'11), the counter-based generator cuRAND also uses. A counter block gives four
+// 32-bit words: element i of a uniform stream keyed by `seed` takes word i % 4 of block i / 4,
+// which is its 24-bit (float) draw and the high half of its 53-bit (double) draw; the low half
+// is word i % 4 of block i / 4 under the key seed ^ kPhiloxLowKey. So a kernel thread that owns
+// 4 neighbouring elements runs the 10 rounds once for them (twice for doubles), any device can
+// still produce any element on its own, every device agrees, and a float draw is the double
+// draw cut to 24 bits. A normal draw takes a whole block i (Box-Muller over two uniforms).
 #pragma once
 
 #include <cmath>
@@ -44,12 +47,41 @@ MT_HD double philox_uniform53(uint32_t hi, uint32_t lo) {
   return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// Element i of uniform [0,1) / standard-normal streams. double_precision selects 53-bit draws.
-// Normal: Box-Muller over a pair of uniforms from the same block (element i uses block i).
-MT_HD double philox_uniform_at(uint64_t seed, int64_t i, bool double_precision) {
-  Philox4 r = philox4x32_10((uint64_t)i, seed);
-  return double_precision ? philox_uniform53(r.v[0], r.v[1]) : philox_uniform24(r.v[0]);
+// The key of the low words of 53-bit draws, relative to the stream's seed.
+constexpr uint64_t kPhiloxLowKey = 0x6C6F77776F726473ULL;  // "lowwords"
+// Elements of the uniform stream per counter block.
+constexpr int kPhiloxPerBlock = 4;
+
+// Word k (0..3) of r. Selects, not r.v[k]: a variable index would put r in local memory on
+// the device.
+MT_HD uint32_t philox_word(const Philox4 &r, int k) {
+  return k == 0 ? r.v[0] : k == 1 ? r.v[1] : k == 2 ? r.v[2] : r.v[3];
 }
+
+// Element i of the uniform [0,1) stream. double_precision selects 53-bit draws.
+MT_HD double philox_uniform_at(uint64_t seed, int64_t i, bool double_precision) {
+  const uint64_t b = (uint64_t)i / kPhiloxPerBlock;
+  const int k = (int)((uint64_t)i % kPhiloxPerBlock);
+  const uint32_t hi = philox_word(philox4x32_10(b, seed), k);
+  if (!double_precision) return philox_uniform24(hi);
+  return philox_uniform53(hi, philox_word(philox4x32_10(b, seed ^ kPhiloxLowKey), k));
+}
+
+// put(i, u) for the elements i in [0, n) of the uniform stream, each counter block run once
+// (twice for 53-bit draws) for its 4 elements: the values of philox_uniform_at.
+template <class Put>
+inline void philox_uniforms(uint64_t seed, int64_t n, bool double_precision, Put &&put) {
+  for (int64_t i0 = 0; i0 < n; i0 += kPhiloxPerBlock) {
+    const uint64_t b = (uint64_t)i0 / kPhiloxPerBlock;
+    const Philox4 hi = philox4x32_10(b, seed);
+    Philox4 lo{};
+    if (double_precision) lo = philox4x32_10(b, seed ^ kPhiloxLowKey);
+    for (int k = 0; k < kPhiloxPerBlock && i0 + k < n; k++)
+      put(i0 + k, double_precision ? philox_uniform53(hi.v[k], lo.v[k]) : philox_uniform24(hi.v[k]));
+  }
+}
+
+// Element i of the standard-normal stream: Box-Muller over a pair of uniforms from block i.
 MT_HD double philox_normal_at(uint64_t seed, int64_t i, bool double_precision) {
   Philox4 r = philox4x32_10((uint64_t)i, seed ^ 0x5DEECE66DULL);
   double u1 = double_precision ? philox_uniform53(r.v[0], r.v[1]) : philox_uniform24(r.v[0]);

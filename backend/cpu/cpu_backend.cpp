@@ -354,11 +354,10 @@ class CpuBackend final : public Backend {
   }
   void fill_uniform(void *out, int64_t n, DType d, uint64_t seed) override {
     require_float(d, "uniform fill");
-    for (int64_t i = 0; i < n; i++) {
-      double u = philox_uniform_at(seed, i, d == DType::F64);
+    philox_uniforms(seed, n, d == DType::F64, [&](int64_t i, double u) {
       if (d == DType::F32) ((float *)out)[i] = (float)u;
       else ((double *)out)[i] = u;
-    }
+    });
   }
   void sgd_step(const SgdArgs &g) override {
     require_float(g.dtype, "sgd");

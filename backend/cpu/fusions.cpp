@@ -68,11 +68,11 @@ void bias_act_backward_t(T *dx, T *dbias, const T *dy, const T *x, const T *bias
 template <class T>
 void dropout_add_t(T *out, const T *x, const T *residual, int64_t n, double p, uint64_t seed) {
   const T thresh = (T)p, scale = (T)(1.0 / (1.0 - p));
-  for (int64_t i = 0; i < n; i++) {
-    const T u = (T)philox_uniform_at(seed, i, sizeof(T) == 8);
+  philox_uniforms(seed, n, sizeof(T) == 8, [&](int64_t i, double draw) {
+    const T u = (T)draw;
     const T dropped = x[i] * (u >= thresh ? scale : T(0));
     out[i] = residual ? residual[i] + dropped : dropped;
-  }
+  });
 }
 
 }  // namespace

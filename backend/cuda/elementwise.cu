@@ -333,13 +333,37 @@ const char *binary_name(Binary op) {
 
 // ---- launchers ---------------------------------------------------------------------------
 
-// out[i] = element i of the seeded uniform stream (philox.h): one counter block per
-// element, so every thread draws independently and the bits equal the CPU's.
+// out[i] = element i of the seeded uniform stream (philox.h): a thread per counter block, which
+// gives the 4 neighbouring elements [4 b, 4 b + 4) (doubles: and the block of the low words), so
+// the bits equal the CPU's; 16-byte stores where out is aligned.
 template <class T>
-__global__ void __launch_bounds__(kThreads) fill_uniform_kernel(T *out, int64_t n, uint64_t seed) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = (T)philox_uniform_at(seed, i, sizeof(T) == 8);
+__global__ void __launch_bounds__(kThreads) fill_uniform_kernel(T *out, int64_t n, uint64_t seed, bool aligned) {
+  constexpr bool kDp = sizeof(T) == 8;
+  constexpr int kPer = kPhiloxPerBlock, N = Pack<T>::N;
+  static_assert(kPer % N == 0, "a counter block fills whole packs");
+  const int64_t blocks = (n + kPer - 1) / kPer, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
+    const Philox4 hi = philox4x32_10((uint64_t)b, seed);
+    Philox4 lo{};
+    if constexpr (kDp) lo = philox4x32_10((uint64_t)b, seed ^ kPhiloxLowKey);
+    T v[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) v[k] = (T)(kDp ? philox_uniform53(hi.v[k], lo.v[k]) : philox_uniform24(hi.v[k]));
+    const int64_t i0 = b * kPer;
+    if (aligned && i0 + kPer <= n) {
+#pragma unroll
+      for (int h = 0; h < kPer / N; ++h) {
+        Pack<T> o;
+#pragma unroll
+        for (int k = 0; k < N; ++k) o.v[k] = v[h * N + k];
+        store128(out + i0 + h * N, o);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)
+        if (i0 + k < n) out[i0 + k] = v[k];
+    }
+  }
 }
 
 void launch_fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed) {
@@ -348,12 +372,15 @@ void launch_fill_uniform(void *out, int64_t n, DType dtype, uint64_t seed) {
            dtype_name(dtype));
   if (n <= 0) return;
   Context &c = context();
+  const bool aligned = is_aligned16(out);
   if (dtype == DType::F32) {
     constexpr auto kernel = fill_uniform_kernel<float>;
-    kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>((float *)out, n, seed);
+    kernel<<<wave_grid<kernel>(c.sm_count, (n + 3) / 4, kThreads, kThreads), kThreads, 0, c.stream>>>(
+        (float *)out, n, seed, aligned);
   } else {
     constexpr auto kernel = fill_uniform_kernel<double>;
-    kernel<<<wave_grid<kernel>(c.sm_count, n, kThreads, kThreads), kThreads, 0, c.stream>>>((double *)out, n, seed);
+    kernel<<<wave_grid<kernel>(c.sm_count, (n + 3) / 4, kThreads, kThreads), kThreads, 0, c.stream>>>(
+        (double *)out, n, seed, aligned);
   }
   MT_CUDA_CHECK_LAUNCH("fill_uniform");
 }

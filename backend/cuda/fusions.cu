@@ -16,7 +16,9 @@
 // plus the bias column sum re-read dy: 20). add_layer_norm reads x, residual and writes s, y
 // (16 bytes; add then layer_norm: 20). dropout_add reads x and residual and writes out (12
 // bytes; the composition draws u, builds the mask, casts, scales, multiplies and adds: ~50);
-// its Philox-4x32-10 costs ~70 integer ops an element, under the memory time on an H100.
+// Its Philox-4x32-10 costs ~100 integer ops a counter block; one block per element put the
+// kernel near the H100's integer issue rate (85-94% of copy), so a block serves 4 elements
+// (philox.h).
 //
 // Arithmetic follows the unfused kernels so that each op matches its composition: z = x + b
 // and s = x + residual in Compute<T>, GELU as x sigmoid(2u) (the form of gelu()), the sum s
@@ -24,17 +26,21 @@
 // products and sums rounded to T one by one with _rn intrinsics (no FMA contraction), which
 // makes it equal add(residual, dropout(x)) bit for bit.
 //
-// Shapes. bias_act: blocks of (TX, TY) threads, TX lanes over 16-byte column packs (fewer than
-// 32 when a row has fewer packs) and TY row lanes; grid (column tiles, row chunks) sized to one
-// wave of blocks. A thread keeps its columns' bias, and in the backward its columns' sums, in
+// Shapes. bias_act forward: 16-byte packs over block_tile's contiguous tiles (one pack a
+// thread), the pack's column group by a FastDivmod. bias_act backward (and the forward of
+// unaligned rows or of 2^31 packs or more): blocks of (TX, TY) threads, TX lanes over 16-byte
+// column packs (fewer than 32 when a row has fewer packs) and TY row lanes; grid (column tiles,
+// row chunks) sized to one wave of blocks. A thread keeps its columns' bias, and in the backward its columns' sums, in
 // registers while it walks its rows; the block then adds its TY row lanes in order and writes
 // one partial row per chunk, which a second kernel adds in order: deterministic, no atomics.
 // add_layer_norm: rows of up to 32 * 8 packs take a warp each, wider rows up to 512 * 8 packs a
 // block each, the row held in registers between the mean and the centred sum of squares (the
 // two-pass variance); float64, unaligned or wider rows take a block per row that reads s back
-// from global memory (mostly L2). dropout_add: a grid-stride loop over 16-byte packs.
+// from global memory (mostly L2). dropout_add: 16-byte packs over block_tile's tiles, a pack's
+// draws from whole counter blocks; unaligned buffers an element a thread, grid-stride.
 //
-// Contents: math | bias_act kernels | add_layer_norm kernels | dropout_add kernel | launchers
+// Contents: math | bias_act kernels | add_layer_norm kernels | dropout_add kernels | bias_act forward
+//           over flat tiles | launchers
 #include <algorithm>
 #include <climits>
 
@@ -280,37 +286,114 @@ __global__ void __launch_bounds__(kFusionThreads)
 // ---- dropout_add ------------------------------------------------------------------------------
 
 // The uniform draw of element i as rand() makes it in dtype T (float32/float64 on the device,
-// float16/bfloat16 drawn in float and rounded to T), in Compute<T>.
+// float16/bfloat16 drawn in float and rounded to T), in Compute<T>; uniform_of: the draw of
+// word k of a counter block already run (lo: the low words' block, read for doubles only).
+template <class T>
+__device__ __forceinline__ Compute<T> uniform_of(const Philox4 &hi, const Philox4 &lo, int k) {
+  if constexpr (std::is_same<T, double>::value) return philox_uniform53(philox_word(hi, k), philox_word(lo, k));
+  else return to_compute(from_compute<T>((float)philox_uniform24(philox_word(hi, k))));
+}
 template <class T>
 __device__ __forceinline__ Compute<T> uniform_as(uint64_t seed, int64_t i) {
   if constexpr (std::is_same<T, double>::value) return philox_uniform_at(seed, i, true);
   else return to_compute(from_compute<T>((float)philox_uniform_at(seed, i, false)));
 }
 
-// out = residual + x * keep (residual null: x * keep) over n elements, V per access.
-template <class T, int V>
-__global__ void __launch_bounds__(kFusionThreads)
-    dropout_add_kernel(T *out, const T *x, const T *res, int64_t n, double p, double scale, uint64_t seed) {
+// residual + x * keep (residual null: x * keep) for one element with uniform draw u.
+template <class T>
+struct DropoutAdd {
   using A = Compute<T>;
-  using G = Chunk<T, V>;
-  const A thresh = to_compute(convert<T>(p));        // full({}, p) in dtype T
-  const A keep = to_compute(from_compute<T>((A)scale));  // mask (0/1) cast to T, times 1/(1-p)
-  auto one = [&](int64_t i, T xv, const T *rp) -> T {
-    const T dropped = from_compute<T>(mul_rn(to_compute(xv), uniform_as<T>(seed, i) >= thresh ? keep : A(0)));
+  A thresh, keep;
+  __device__ DropoutAdd(double p, double scale)
+      : thresh(to_compute(convert<T>(p))),                // full({}, p) in dtype T
+        keep(to_compute(from_compute<T>((A)scale))) {}  // mask (0/1) cast to T, times 1/(1-p)
+  __device__ __forceinline__ T operator()(A u, T xv, const T *rp) const {
+    const T dropped = from_compute<T>(mul_rn(to_compute(xv), u >= thresh ? keep : A(0)));
     return rp ? from_compute<T>(add_rn(to_compute(*rp), to_compute(dropped))) : dropped;
-  };
-  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
-  const int64_t groups = n / V;
-  for (int64_t g = tid; g < groups; g += stride) {
-    const G xv = G::load(x + g * V);
-    G rv, o;
-    if (res) rv = G::load(res + g * V);
-#pragma unroll
-    for (int j = 0; j < V; ++j) o.v[j] = one(g * V + j, xv.v[j], res ? &rv.v[j] : nullptr);
-    o.store(out + g * V);
   }
-  const int64_t t = groups * V + tid;  // the n % V tail
-  if (t < n) out[t] = one(t, x[t], res ? res + t : nullptr);
+};
+
+// 16-byte packs over block_tile's tiles (every pointer aligned): the counter blocks under a
+// pack's N elements (4 elements a block) each run once, where one block per element ran the 10
+// rounds 4 times as often and made the kernel compute-bound (85-94% of copy); float64 runs the
+// low words' block as well. The n % N tail: the first threads of block 0, an element each.
+template <class T, int THREADS, int UNROLL>
+__global__ void __launch_bounds__(THREADS)
+    dropout_add_kernel(T *out, const T *x, const T *res, int64_t n, double p, double scale, uint64_t seed) {
+  constexpr int N = Pack<T>::N, kPer = kPhiloxPerBlock;
+  constexpr int kBlocks = (N + kPer - 1) / kPer, kWords = N < kPer ? N : kPer;  // per pack
+  constexpr bool kDp = std::is_same<T, double>::value;
+  static_assert(N % kPer == 0 || kPer % N == 0, "packs and counter blocks nest");
+  const DropoutAdd<T> one(p, scale);
+  struct In { Pack<T> x, r; };
+  block_tile<THREADS, UNROLL>(
+      n / N,
+      [&](int64_t q) {
+        In v;
+        v.x = load128(x + q * N);
+        if (res) v.r = load128(res + q * N);
+        return v;
+      },
+      [&](int64_t q, const In &v) {
+        const int64_t first = q * N;              // the pack's first element
+        const int w0 = (int)(first % kPer);       // its word in the first block (0 unless N < 4)
+        Pack<T> o;
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b) {
+          const uint64_t blk = (uint64_t)(first / kPer + b);
+          const Philox4 hi = philox4x32_10(blk, seed);
+          Philox4 lo{};
+          if constexpr (kDp) lo = philox4x32_10(blk, seed ^ kPhiloxLowKey);
+#pragma unroll
+          for (int k = 0; k < kWords; ++k) {
+            const int j = b * kPer + k;
+            o.v[j] = one(uniform_of<T>(hi, lo, w0 + k), v.x.v[j], res ? &v.r.v[j] : nullptr);
+          }
+        }
+        store128(out + q * N, o);
+      });
+  const int64_t t = n / N * N + threadIdx.x;
+  if (blockIdx.x == 0 && t < n) out[t] = one(uniform_as<T>(seed, t), x[t], res ? res + t : nullptr);
+}
+
+// Unaligned buffers: an element per thread, grid-stride.
+template <class T>
+__global__ void __launch_bounds__(kFusionThreads)
+    dropout_add_scalar_kernel(T *out, const T *x, const T *res, int64_t n, double p, double scale, uint64_t seed) {
+  const DropoutAdd<T> one(p, scale);
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = one(uniform_as<T>(seed, i), x[i], res ? res + i : nullptr);
+}
+
+// ---- bias_act forward over flat tiles -----------------------------------------------------------
+
+// y = act(x + bias[col]) over 16-byte packs in block_tile's tiles, the column group of pack q
+// being q mod groups (packs < 2^31, FastDivmod's range). The row-walking bias_act_kernel, which
+// the backward needs for its column sums, ran the forward at 85-89% of copy: one wave of blocks
+// each striding over far-apart rows, the layout the flat maps lost with.
+template <class T, Act ACT, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+    bias_act_tiles_kernel(T *y, const T *x, const T *bias, int64_t packs, FastDivmod groups) {
+  constexpr int N = Pack<T>::N;
+  using F = Activation<ACT, Compute<T>>;
+  struct In { Pack<T> x, b; };
+  block_tile<THREADS, 1>(
+      packs,
+      [&](int64_t q) {
+        uint32_t row, g;
+        groups.divmod((uint32_t)q, row, g);
+        In v;
+        v.x = load128(x + q * N);
+        v.b = load128(bias + (int64_t)g * N);  // 16 bytes of a small vector: L1 and L2 hits
+        return v;
+      },
+      [&](int64_t q, const In &v) {
+        Pack<T> o;
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(F::value(to_compute(v.x.v[j]) + to_compute(v.b.v[j])));
+        store128(y + q * N, o);
+      });
 }
 
 // ---- shapes and dispatch ----------------------------------------------------------------------
@@ -364,6 +447,16 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
   constexpr int N = Pack<T>::N;
   const bool vec = packs_fit<T>(n, {out, x, bias, dy});
   const int64_t groups = vec ? n / N : n;
+  if (!BWD && vec && rows * groups <= INT_MAX) {  // the forward over flat tiles
+    const int64_t packs = rows * groups;
+    with_act(act, [&](auto a) {
+      bias_act_tiles_kernel<T, decltype(a)::value, kFusionThreads>
+          <<<tiles_of(packs, kFusionThreads, 1), kFusionThreads, 0, c.stream>>>(out, x, bias, packs,
+                                                                               FastDivmod((uint32_t)groups));
+    });
+    MT_CUDA_CHECK_LAUNCH("bias_act");
+    return;
+  }
   const BiasActShape s = bias_act_shape(c, rows, groups);
   auto launch = [&](A *partial) {
     with_act(act, [&](auto a) {
@@ -425,11 +518,10 @@ void dropout_add_t(Context &c, T *out, const T *x, const T *res, int64_t n, doub
   constexpr int N = Pack<T>::N;
   const double scale = 1.0 / (1.0 - p);
   if (packs_fit<T>(0, {out, x, res})) {
-    constexpr auto kernel = dropout_add_kernel<T, N>;
-    kernel<<<wave_grid<kernel>(c.sm_count, n / N + 1, kFusionThreads, kFusionThreads), kFusionThreads, 0,
-             c.stream>>>(out, x, res, n, p, scale, seed);
+    dropout_add_kernel<T, kFusionThreads, 1>
+        <<<tiles_of(n / N, kFusionThreads, 1), kFusionThreads, 0, c.stream>>>(out, x, res, n, p, scale, seed);
   } else {
-    constexpr auto kernel = dropout_add_kernel<T, 1>;
+    constexpr auto kernel = dropout_add_scalar_kernel<T>;
     kernel<<<wave_grid<kernel>(c.sm_count, n, kFusionThreads, kFusionThreads), kFusionThreads, 0, c.stream>>>(
         out, x, res, n, p, scale, seed);
   }
