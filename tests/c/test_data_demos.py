@@ -135,7 +135,8 @@ class DataDemos(unittest.TestCase):
         self.assertGreater(rows[-1][3], 0.5, "accuracy on the easy fake set: %s" % rows)
         m = re.search(r"final test accuracy ([\d.]+)%", p.stdout)
         self.assertTrue(m, p.stdout)
-        self.assertAlmostEqual(float(m.group(1)) / 100, rows[-1][3], places=4)
+        # two printed decimals: within half of 0.01% of the CSV's value (46.875% prints as 46.88)
+        self.assertLessEqual(abs(float(m.group(1)) - 100 * rows[-1][3]), 0.005 + 1e-9, (m.group(1), rows[-1][3]))
 
     def test_mnist_mlp_adam_with_limits(self):
         out = os.path.join(self.tmp, "mlp_adam.csv")
