@@ -325,16 +325,9 @@ __global__ void __launch_bounds__(THREADS)
   constexpr bool kDp = std::is_same<T, double>::value;
   static_assert(N % kPer == 0 || kPer % N == 0, "packs and counter blocks nest");
   const DropoutAdd<T> one(p, scale);
-  struct In { Pack<T> x, r; };
   block_tile<THREADS, UNROLL>(
-      n / N,
-      [&](int64_t q) {
-        In v;
-        v.x = load128(x + q * N);
-        if (res) v.r = load128(res + q * N);
-        return v;
-      },
-      [&](int64_t q, const In &v) {
+      n / N, [&](int64_t q) { return load_pack_pair<T>(x, res, q); },  // y: res's pack (unread when null)
+      [&](int64_t q, const PackPair<T> &v) {
         const int64_t first = q * N;              // the pack's first element
         const int w0 = (int)(first % kPer);       // its word in the first block (0 unless N < 4)
         Pack<T> o;
@@ -347,7 +340,7 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
           for (int k = 0; k < kWords; ++k) {
             const int j = b * kPer + k;
-            o.v[j] = one(uniform_of<T>(hi, lo, w0 + k), v.x.v[j], res ? &v.r.v[j] : nullptr);
+            o.v[j] = one(uniform_of<T>(hi, lo, w0 + k), v.x.v[j], res ? &v.y.v[j] : nullptr);
           }
         }
         store128(out + q * N, o);

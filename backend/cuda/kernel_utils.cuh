@@ -8,6 +8,7 @@
 //   Chunk<T, N>                             N elements as one 16-byte access, or one scalar (N = 1)
 //   grid_of                                 a block count clamped to [1, INT_MAX]
 //   block_tile, tiles_of                    the flat kernels' walk: one contiguous tile per block
+//   PackPair, load_pack_pair                one or two operands' packs, loaded for block_tile
 //   map_packs                               a flat map of one or two operands over block_tile
 //   wave_grid                               grid-stride grid of one wave of resident blocks
 //   ClusterLaunch, launch_cluster           a launch in thread-block clusters of K blocks (sm_90)
@@ -214,18 +215,26 @@ __device__ __forceinline__ void block_tile(int64_t units, Load load, Finish fini
 // pointer 16-byte aligned: 16-byte packs over block_tile's tiles, and the n % N elements after
 // the last pack done by the first threads of block 0. In place (out == a or b) is safe: each
 // element is read before it is written, by the same thread.
+// Pack p of a, and of b unless b is null (then y is a's pack again): block_tile's loads of a
+// flat kernel over one or two operands.
+template <class T>
+struct PackPair {
+  Pack<T> x, y;
+};
+template <class T>
+__device__ __forceinline__ PackPair<T> load_pack_pair(const T *a, const T *b, int64_t p) {
+  PackPair<T> v;
+  v.x = load128(a + p * Pack<T>::N);
+  v.y = b ? load128(b + p * Pack<T>::N) : v.x;
+  return v;
+}
+
 template <int THREADS, int UNROLL, bool TWO, class T, class F>
 __device__ __forceinline__ void map_packs(T *out, const T *a, const T *b, int64_t n, F f) {
   constexpr int N = Pack<T>::N;
-  struct In { Pack<T> x, y; };
+  using In = PackPair<T>;
   block_tile<THREADS, UNROLL>(
-      n / N,
-      [&](int64_t p) {
-        In v;
-        v.x = load128(a + p * N);
-        v.y = TWO ? load128(b + p * N) : v.x;
-        return v;
-      },
+      n / N, [&](int64_t p) { return load_pack_pair<T>(a, TWO ? b : nullptr, p); },
       [&](int64_t p, const In &v) {
         Pack<T> r;
 #pragma unroll
