@@ -318,6 +318,26 @@ class TestCreation(U.ABITestCase):
         b = U.to_list(self.op("mt_tensor_randn", shape, 1, c_int64(7), MT_F64, self.DEV))
         self.assertEqual(a, b)
 
+    def test_rand_stream_layout(self):
+        """Element i of rand takes word i % 4 of Philox block i / 4: checked against the Random123
+        known-answer vector (counter 0, key 0) with seed 0; a float32 draw is the float64 draw cut
+        to 24 bits; every length, the tails of 1-3 elements included, is a prefix of a longer one."""
+        kat = (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)  # Salmon et al. 2011, kat_vectors
+
+        def draws(n, dtype, seed):
+            return U.to_list(self.op("mt_tensor_rand", U.shape_array((n,)), 1, c_int64(seed), dtype, self.DEV))
+
+        self.assertEqual(draws(4, MT_F32, 0), [(w >> 8) / 2.0 ** 24 for w in kat])
+        # the float64 draw's top 32 bits are the same words
+        self.assertEqual([math.floor(u * 2.0 ** 32) for u in draws(4, MT_F64, 0)], list(kat))
+        seed = 20260 + self.DEV
+        f32, f64 = draws(1027, MT_F32, seed), draws(1027, MT_F64, seed)
+        self.assertEqual(f32, [math.floor(u * 2.0 ** 24) / 2.0 ** 24 for u in f64])
+        self.assertGreater(len(set(f64)), 1020, "draws repeat")
+        for n in (1, 2, 3, 5, 6, 7, 9):
+            self.assertEqual(draws(n, MT_F32, seed), f32[:n], "float32 prefix of %d" % n)
+            self.assertEqual(draws(n, MT_F64, seed), f64[:n], "float64 prefix of %d" % n)
+
     def test_rand_same_on_every_device(self):
         if self.DEV == MT_CPU:
             self.skipTest("device under test is the CPU")
