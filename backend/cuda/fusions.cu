@@ -30,9 +30,10 @@
 // thread), the pack's column group by a FastDivmod. bias_act backward (and the forward of
 // unaligned rows or of 2^31 packs or more): blocks of (TX, TY) threads, TX lanes over 16-byte
 // column packs (fewer than 32 when a row has fewer packs) and TY row lanes; grid (column tiles,
-// row chunks) sized to one wave of blocks. A thread keeps its columns' bias, and in the backward its columns' sums, in
-// registers while it walks its rows; the block then adds its TY row lanes in order and writes
-// one partial row per chunk, which a second kernel adds in order: deterministic, no atomics.
+// row chunks) sized to one wave of blocks. A thread keeps its columns' bias, and in the backward
+// its columns' sums, in registers while it walks its rows; the block then adds its TY row lanes
+// in order and writes one partial row per chunk, which a second kernel adds in order:
+// deterministic, no atomics.
 // add_layer_norm: rows of up to 32 * 8 packs take a warp each, wider rows up to 512 * 8 packs a
 // block each, the row held in registers between the mean and the centred sum of squares (the
 // two-pass variance); float64, unaligned or wider rows take a block per row that reads s back

@@ -211,10 +211,6 @@ __device__ __forceinline__ void block_tile(int64_t units, Load load, Finish fini
   }
 }
 
-// out[i] = f(a[i], b[i]) over n flat elements (b unread, f given a[i] twice, unless TWO), every
-// pointer 16-byte aligned: 16-byte packs over block_tile's tiles, and the n % N elements after
-// the last pack done by the first threads of block 0. In place (out == a or b) is safe: each
-// element is read before it is written, by the same thread.
 // Pack p of a, and of b unless b is null (then y is a's pack again): block_tile's loads of a
 // flat kernel over one or two operands.
 template <class T>
@@ -229,6 +225,10 @@ __device__ __forceinline__ PackPair<T> load_pack_pair(const T *a, const T *b, in
   return v;
 }
 
+// out[i] = f(a[i], b[i]) over n flat elements (b unread, f given a[i] twice, unless TWO), every
+// pointer 16-byte aligned: 16-byte packs over block_tile's tiles, and the n % N elements after
+// the last pack done by the first threads of block 0. In place (out == a or b) is safe: each
+// element is read before it is written, by the same thread.
 template <int THREADS, int UNROLL, bool TWO, class T, class F>
 __device__ __forceinline__ void map_packs(T *out, const T *a, const T *b, int64_t n, F f) {
   constexpr int N = Pack<T>::N;
