@@ -3,15 +3,15 @@
 //
 // Each function has the arguments and the semantics of the Backend method of the same
 // name, preceded by the context whose stream it queues on. None synchronizes the host
-// except range_check_answer, which waits for the event that follows its check's 8-byte copy
-// to pinned memory; temporaries come from the context's pool. Dtypes: float32, float64,
-// float16 and bfloat16 wherever the Backend method takes a floating dtype (the CPU
-// reference takes float32 and float64); slice_copy and index_select take every dtype.
+// except range_check_answer, which waits for the event recorded after its check's kernel (the
+// kernel writes the answer into mapped pinned memory); temporaries come from the context's
+// pool. Dtypes: float32, float64, float16 and bfloat16 wherever the Backend method takes a
+// floating dtype (the CPU reference takes float32 and float64); slice_copy and index_select
+// take every dtype.
 //
 // defines: softmax, softmax_backward, cross_entropy, cross_entropy_backward, nll_loss,
-//          nll_loss_backward, range_check_queue, range_check_answer, max_reduce, max_backward, adam_step,
-//          clip_grad_norm,
-//          slice_copy, slice_backward, index_select, index_add
+//          nll_loss_backward, range_check_queue, range_check_answer, max_reduce, max_backward,
+//          adam_step, clip_grad_norm, slice_copy, slice_backward, index_select, index_add
 #pragma once
 
 #include <cstdint>

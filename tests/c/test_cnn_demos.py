@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from fake_mnist import fake_mnist, write_split  # noqa: E402
-from test_data_demos import read_metrics, run_demo  # noqa: E402
+from test_data_demos import assert_printed_percent, read_metrics, run_demo  # noqa: E402
 
 BUILD = os.path.abspath(os.environ.get("MINITORCH_BUILD", os.path.join(ROOT, "build")))
 TIMEOUT_S = 300
@@ -83,13 +83,11 @@ class CnnDemos(unittest.TestCase):
         rows = read_metrics(csv_path, COLUMNS, epochs)
         for r in rows:
             self.assertTrue(0 <= r[2] <= 1 and 0 <= r[4] <= 1, "accuracies out of [0, 1]: %s" % r)
-        # the printed percentages have two decimals: within half of 0.01% of the CSV's value
-        # (a tie such as 46.875% prints as 46.88)
         for line, r in zip(lines, rows):
-            self.assertLessEqual(abs(float(line) - 100 * r[2]), 0.005 + 1e-9, (line, r[2]))
+            assert_printed_percent(self, line, r[2])
         m = re.search(r"final test accuracy ([\d.]+)%", p.stdout)
         self.assertTrue(m, p.stdout)
-        self.assertLessEqual(abs(float(m.group(1)) - 100 * rows[-1][4]), 0.005 + 1e-9, (m.group(1), rows[-1][4]))
+        assert_printed_percent(self, m.group(1), rows[-1][4])
         self.assertRegex(p.stdout, r"(?m)^training time [\d.]+ s")
         m = re.search(r"(?m)^peak device memory ([\d.]+) MiB", p.stdout)
         self.assertTrue(m, p.stdout)

@@ -44,6 +44,12 @@ def read_metrics(path, columns, rows):
     return values
 
 
+def assert_printed_percent(test, printed, fraction):
+    """A percentage the demo printed with two decimals against the CSV's fraction: within half of
+    the printed 0.01% (a tie such as 46.875% prints as 46.88)."""
+    test.assertLessEqual(abs(float(printed) - 100 * fraction), 0.005 + 1e-9, (printed, fraction))
+
+
 def run_demo(test, build, cwd, name, *args, expect_rc=0, device=None):
     """Runs build/name with args in cwd (with MT_DEVICE=device when given); test asserts the exit
     status and, on success, that the program ended with no live tensors. Returns the
@@ -135,8 +141,7 @@ class DataDemos(unittest.TestCase):
         self.assertGreater(rows[-1][3], 0.5, "accuracy on the easy fake set: %s" % rows)
         m = re.search(r"final test accuracy ([\d.]+)%", p.stdout)
         self.assertTrue(m, p.stdout)
-        # two printed decimals: within half of 0.01% of the CSV's value (46.875% prints as 46.88)
-        self.assertLessEqual(abs(float(m.group(1)) - 100 * rows[-1][3]), 0.005 + 1e-9, (m.group(1), rows[-1][3]))
+        assert_printed_percent(self, m.group(1), rows[-1][3])
 
     def test_mnist_mlp_adam_with_limits(self):
         out = os.path.join(self.tmp, "mlp_adam.csv")
