@@ -14,7 +14,7 @@
 //   ClusterLaunch, launch_cluster           a launch in thread-block clusters of K blocks (sm_90)
 //   resident_blocks_per_sm, resident_clusters   occupancy answers, asked once per kernel and shape
 //   allow_smem                              a kernel's opt-in to more than 48 KB of dynamic shared memory
-//   pdl_enter, launch_pdl                   programmatic dependent launch of small grids (sm_90)
+//   pdl_enter, launch_pdl(_if, _wide)       programmatic dependent launch (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
@@ -358,11 +358,10 @@ __device__ __forceinline__ void pdl_enter() {
 }
 
 // kernel<<<grid, threads, 0, c.stream>>>(args...), with the programmatic-serialization attribute
-// when c allows it (Context::pdl) and the grid is at most one block per SM (a larger grid's
-// waiting blocks would hold places that the running grid's later waves need). kernel must begin
-// with pdl_enter(). Returns the launch status.
+// when pdl is set. kernel must begin with pdl_enter(). Returns the launch status.
 template <class... KArgs, class... Args>
-cudaError_t launch_pdl(const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads, Args &&...args) {
+cudaError_t launch_pdl_if(bool pdl, const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads,
+                          Args &&...args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3((unsigned)threads);
@@ -372,8 +371,26 @@ cudaError_t launch_pdl(const Context &c, void (*kernel)(KArgs...), dim3 grid, in
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = c.pdl && (uint64_t)grid.x * grid.y * grid.z <= (uint64_t)c.sm_count ? 1 : 0;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, threads, 0, c.stream>>>(args...), with the programmatic-serialization attribute
+// when c allows it (Context::pdl) and the grid is at most one block per SM. kernel must begin
+// with pdl_enter(). Returns the launch status.
+template <class... KArgs, class... Args>
+cudaError_t launch_pdl(const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads, Args &&...args) {
+  const bool small = (uint64_t)grid.x * grid.y * grid.z <= (uint64_t)c.sm_count;
+  return launch_pdl_if(c.pdl && small, c, kernel, grid, threads, std::forward<Args>(args)...);
+}
+
+// launch_pdl for a grid of any size (study: scripts/bench/run.py's softmax rows with and without
+// MT_CUDA_NO_PDL). A waiting dependent grid takes no place the running grid needs: it is
+// launched only once every block of the running grid has begun (and run pdl_enter()), so its
+// blocks fill the places the running grid's last wave leaves.
+template <class... KArgs, class... Args>
+cudaError_t launch_pdl_wide(const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads, Args &&...args) {
+  return launch_pdl_if(c.pdl, c, kernel, grid, threads, std::forward<Args>(args)...);
 }
 
 // ---- index math -----------------------------------------------------------------------

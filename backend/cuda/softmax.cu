@@ -42,17 +42,23 @@
 //   9,10 softmax_cluster_kernel (cluster): a cluster of 8 / 4 blocks per row (sm_90), row slices in
 //        registers, the max and sum reduced through distributed shared memory; one DRAM read
 //        and many rows in flight (wide rows: 40 registers at 32768 f32 columns, K = 8)
+//   11,12 softmax_cluster1_kernel (cluster, one exchange): (cluster) of 4 / 8 blocks for rows of
+//        exactly K x 256 threads x PL packs, each block's (max, sum of exp) pair pushed to every
+//        block of the cluster: one cluster barrier per row instead of three
 // (1)-(3) take float / __half / __nv_bfloat16 / double storage, (4) the 2- and 4-byte types
 // (float64 is the gradcheck dtype, not a speed path: it takes (2) and (3)).
 //
 // Production (softmax(), variant 0) takes per shape, when cols % (16 / sizeof(T)) == 0 and x, y
-// are 16-byte aligned: (5) for rows of 32 to 256 packs (128..1024 f32) and of 32768 columns
-// or more, (4) otherwise (narrower rows lose lanes under (5): 65536 x 32 fell from 1.21x to
-// 0.68x of PyTorch); else (2) for cols <= 1024 and (3) above. (5) is (4) with 4 packs in flight per lane on narrow rows and,
-// on the widest, (3) with 128-bit accesses: one row per 512-thread block, x re-read from L2.
-// H200, f32: 262144 x 128 0.78x -> 0.95x of PyTorch, 8192 x 32768 0.88x -> 1.03x. The backward
-// mirrors it: register-cached 128-bit kernels up to 16384 columns (two arrays held), else a
-// warp or block per row reading y and dy twice (the second read mostly from L2).
+// are 16-byte aligned: (fit) where the row is exactly G x PL packs (up to 1024 columns); on
+// Hopper, from 32768 columns, (cluster, one exchange) of 4 blocks in float32 where the row fits
+// it exactly, else (cluster) of 4; otherwise (5) for rows of 32 to 256 packs (128..1024 f32) and
+// of 32768 columns or more, (4) between (narrower rows lose lanes under (5): 65536 x 32 fell
+// from 1.21x to 0.68x of PyTorch); else (2) for cols <= 1024 and (3) above. (5) is (4) with 4
+// packs in flight per lane on narrow rows and, on the widest, (3) with 128-bit accesses: one
+// row per 512-thread block, x re-read from L2. The (fit) launch may overlap the kernel before
+// it (programmatic dependent launch, any grid size). The backward mirrors the register-cached
+// kernels up to 16384 columns (two arrays held), else a warp or block per row reading y and dy
+// twice (the second read mostly from L2).
 //
 // causal_softmax (the composed attention's mask and softmax): a warp per row reading only the
 // visible columns; rows of up to 32 x 8 packs held in registers (cached), wider or unaligned
@@ -404,6 +410,7 @@ __global__ void __launch_bounds__(kRowThreads) softmax_fit_warp_kernel(T *y, con
   constexpr int N = Pack<T>::N;
   constexpr int64_t kCols = (int64_t)G * PL * N;
   constexpr int kPerBlock = kRowThreads / G;
+  pdl_enter();
   const int64_t r = (int64_t)blockIdx.x * kPerBlock + threadIdx.x / G;
   const bool valid = r < rows;  // lanes past the end still take part in the shuffles
   const int64_t off = r * kCols + (threadIdx.x % G) * N;
@@ -497,6 +504,87 @@ __global__ void __launch_bounds__(kRowThreads) softmax_cluster_kernel(T *y, cons
     store128(yr + p * N, o);
   });
   cl.sync();  // no block leaves while another may still read its slots
+}
+
+// (cluster, one exchange) study variants 11, 12: the cluster kernel with one cluster barrier per
+// row instead of three, for rows of exactly K blocks x kRowThreads x PL packs (no bounds: one base
+// address and constant offsets, as (fit)). Each block takes the max m_b of its own slice (a block
+// reduction), sums exp(x - m_b) over it, and pushes the pair (m_b, s_b) into the shared memory
+// of every block of the cluster; after the one barrier each block reads the K pairs from its own
+// shared memory in rank order, so all agree on M = max m_r and S = sum s_r exp(m_r - M) bit for
+// bit, and no block reads another's memory after the barrier (none waits for the others before
+// it exits). float32 softmax keeps exp(x - m_b) and writes it times exp(m_b - M) / S. A slice of
+// only -inf and NaN takes 0 for m_b in its exps (0, or NaN) and adds nothing to S but its NaN;
+// when M is +inf only the slices holding +inf keep their exps (exp(x - inf): NaN at +inf, 0
+// elsewhere), and when M is -inf the row is NaN: the row rules of Norm. ptxas -v (sm_90, f32, 8
+// packs a thread): 54 registers unbounded, 48 (no spills) under the bound of 5 blocks per SM,
+// the old cluster kernel's count.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 5) : (PL <= 4 ? 3 : 2))
+    softmax_cluster1_kernel(T *y, const T *x, int64_t cols) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int kMaxK = 8;
+  constexpr int kStep = kRowThreads * N;  // elements between a thread's packs
+  __shared__ A red[32];
+  __shared__ A pairs[2 * kMaxK];  // (m_r, s_r) of block r of the cluster, written by block r
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned K = cl.num_blocks(), rank = cl.block_rank();
+  const int64_t off = (blockIdx.x / K) * cols + ((int64_t)rank * PL * kRowThreads + threadIdx.x) * N;
+  Pack<T> v[PL];
+  A m = kNegInf<A>();
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    v[k] = load128(x + off + k * kStep);
+#pragma unroll
+    for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+  }
+  m = block_allmax(m, red);
+  const A mb = m == kNegInf<A>() ? A(0) : m;
+  constexpr bool kKeep = !LOG && std::is_same<T, A>::value;  // exp stored over x: f32 only
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const A t = dexp(to_compute(v[k].v[j]) - mb);
+      if constexpr (kKeep) v[k].v[j] = t;
+      s += t;
+    }
+  }
+  s = block_allsum(s, red);
+  if (threadIdx.x < K) {
+    A *dst = cl.map_shared_rank(pairs, threadIdx.x);
+    dst[2 * rank] = m;
+    dst[2 * rank + 1] = s;
+  }
+  cl.sync();
+  A M = kNegInf<A>();
+#pragma unroll 1
+  for (unsigned q = 0; q < K; ++q) M = dmax(M, pairs[2 * q]);
+  A S = 0;
+  if (!isinf(M)) {
+#pragma unroll 1
+    for (unsigned q = 0; q < K; ++q) S += pairs[2 * q + 1] * dexp(pairs[2 * q] - M);
+  }
+  const Norm<A> f(M, S);
+  A scale = A(0);
+  if constexpr (kKeep) {
+    if (!isinf(M)) scale = dexp(m - M) * f.inv_s;
+    else if (M > A(0)) scale = m == M ? A(1) : A(0);
+    else scale = A(NAN);
+  }
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      if constexpr (kKeep) o.v[j] = v[k].v[j] * scale;
+      else o.v[j] = from_compute<T>(f.template apply<LOG>(to_compute(v[k].v[j])));
+    }
+    store128(y + off + k * kStep, o);
+  }
 }
 
 // ---- backward kernels ---------------------------------------------------------------------
@@ -645,7 +733,7 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_bwd_rows_kernel(T *dx, 
 
 // One forward launch of study variant `variant` (0: the production choice).
 // Returns false when the variant cannot take the shape: 4-10 need 16-byte rows and pointers and
-// a 2- or 4-byte dtype; 6-8 rows of at most kWarpMaxCols columns, 9-10 wider rows.
+// a 2- or 4-byte dtype; 6-8 rows of at most kWarpMaxCols columns, 9-12 wider rows (11-12 exact fits).
 template <class T, bool LOG>
 bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t rows, int64_t cols) {
   constexpr int N = Pack<T>::N;
@@ -658,7 +746,12 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
     // 1.10x PyTorch at 65536 x 1024 / 262144 x 128, against 0.96x / 1.02x for (5)), clusters of
     // 4 blocks per row from 32768 columns on Hopper (1.18x against 1.03x at 8192 x 32768)
     if (vec && cols <= kWarpMaxCols && softmax_forward_variant<T, LOG>(c, 8, y, x, rows, cols)) return true;
-    if (vec && cols >= kFwdCachedMaxCols && c.cc_major >= 9 && softmax_forward_variant<T, LOG>(c, 10, y, x, rows, cols))
+    // and from 32768 columns on Hopper clusters of 4 blocks per row, in float32 with one cluster
+    // exchange where the row is an exact fit (H100, 8192 x 32768: 722 us against 809 us, 100% of
+    // copy; the 2-byte types were not timed, so they keep (cluster))
+    if (vec && cols >= kFwdCachedMaxCols && c.cc_major >= 9 &&
+        ((sizeof(T) == 4 && softmax_forward_variant<T, LOG>(c, 11, y, x, rows, cols)) ||
+         softmax_forward_variant<T, LOG>(c, 10, y, x, rows, cols)))
       return true;
     const int64_t packs = cols / N;
     const bool ilp = (packs >= 32 && cols <= kWarpMaxCols) || cols >= kFwdCachedMaxCols;
@@ -722,25 +815,35 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
       if constexpr (kVecType<T>) {
         const bool fits = dispatch_fit(cols / N, [&](auto g, auto pl) {
           constexpr int kG = decltype(g)::value;
-          softmax_fit_warp_kernel<T, LOG, decltype(pl)::value, kG>
-              <<<grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG)), kRowThreads, 0, c.stream>>>(y, x, rows);
+          MT_CUDA_CHECK(launch_pdl_wide(c, softmax_fit_warp_kernel<T, LOG, decltype(pl)::value, kG>,
+                                        dim3(grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG))),
+                                        kRowThreads, y, x, rows));
         });
         if (!fits) return false;
       }
       break;
     }
     case 9:
-    case 10: {  // (cluster) of 8 or 4 blocks per row
+    case 10:     // (cluster) of 8 or 4 blocks per row
+    case 11:
+    case 12: {   // (cluster, one exchange) of 4 or 8 blocks per row
       if (!vec || cols <= kWarpMaxCols) return false;
       if constexpr (kVecType<T>) {
         constexpr int kMaxPL = 8;
-        const int K = variant == 9 ? 8 : 4;
+        const int K = variant == 9 || variant == 12 ? 8 : 4;
         int64_t slice = 0;
         int PL = 0, threads = 0;
         if (!cluster_shape(cols / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
+        if (variant >= 11 && (threads != kRowThreads || slice != (int64_t)PL * threads || slice * K != cols / N))
+          return false;  // (cluster, one exchange) takes exact fits only
         dispatch_pl<kMaxPL>(PL, [&](auto pl) {
-          MT_CUDA_CHECK(launch_cluster(softmax_cluster_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
-                                       threads, K, 0, c.stream, y, x, cols, slice));
+          constexpr int kPL = decltype(pl)::value;
+          if (variant <= 10)
+            MT_CUDA_CHECK(launch_cluster(softmax_cluster_kernel<T, LOG, kPL>, (unsigned)(rows * K), threads, K, 0,
+                                         c.stream, y, x, cols, slice));
+          else
+            MT_CUDA_CHECK(launch_cluster(softmax_cluster1_kernel<T, LOG, kPL>, (unsigned)(rows * K), threads, K, 0,
+                                         c.stream, y, x, cols));
         });
       }
       break;
@@ -902,8 +1005,9 @@ void causal_softmax_backward(Context &c, void *dx, const void *y, const void *dy
 //            7 the same with at least 4 packs per lane, 8 (7) specialised for rows of exactly 8 x 4,
 //            16 x 4, 32 x 4 or 32 x 8 packs (compile-time lanes and packs: fewer registers);
 //            6-8 take rows up to 1024 columns,
-//            9 clusters of 8 blocks per row (sm_90), 10 clusters of 4; 9-10 take wider rows.
-//            4-10 need a 2- or 4-byte dtype, cols % (16 / element size) == 0 and 16-byte aligned
+//            9 clusters of 8 blocks per row (sm_90), 10 clusters of 4, 11 clusters of 4 with one
+//            cluster exchange per row, 12 the same in clusters of 8; 9-12 take wider rows.
+//            4-12 need a 2- or 4-byte dtype, cols % (16 / element size) == 0 and 16-byte aligned
 //            x and y.
 // Returns 0 or an mt_status value: MT_ERR_INVALID_ARGUMENT (bad sizes, variant or pointers),
 // MT_ERR_UNSUPPORTED (a variant that cannot take the shape), MT_ERR_DTYPE, MT_ERR_CUDA,
@@ -914,7 +1018,7 @@ int study_softmax(const char *fn, bool log, void *y, const void *x, int64_t rows
   using namespace mt;
   using namespace mt::cuda;
   return study_entry(fn, [&] {
-    check_variant(variant, 10);
+    check_variant(variant, 12);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,
              (long long)cols);

@@ -17,7 +17,7 @@ lists and what each adds are documented beside each hook):
                                                                   random dy, against PyTorch's
                                                                   aten.gelu_backward on the same dy
   sum          backend/cuda/reduce.cu       mt_study_sum          0..4
-  softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..10 (1, naive, is skipped)
+  softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..12 (1, naive, is skipped)
   log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
   layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..6
   cross_entropy backend/cuda/classify.cu    mt_study_cross_entropy 0..2: forward + backward (mean
@@ -67,10 +67,11 @@ OPS = {
     "sum": ("mt_study_sum", list(range(5)),
             {0: "production (CUB)", 1: "split-row, 2 passes", 2: "one pass, 8 loads, last block",
              3: "one pass, 4 loads, last block", 4: "one pass, 8 loads .cs, last block"}),
-    "softmax": ("mt_study_softmax", [0, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+    "softmax": ("mt_study_softmax", [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
                 {0: "production", 2: "warp online", 3: "block online", 4: "vectorized", 5: "vec-ilp / block L2",
                  6: ">=2 packs/lane, exp kept", 7: ">=4 packs/lane, exp kept", 8: "exact fit, >=4 packs/lane",
-                 9: "cluster of 8", 10: "cluster of 4"}),
+                 9: "cluster of 8", 10: "cluster of 4", 11: "cluster of 4, one exchange",
+                 12: "cluster of 8, one exchange"}),
     "layer_norm": ("mt_study_layer_norm", list(range(7)),
                    {0: "production", 1: ">=2 packs/lane", 2: ">=4 packs/lane", 3: "block, L2 re-read",
                     4: "cluster of 8", 5: "cluster of 4", 6: "exact fit, >=4 packs/lane"}),

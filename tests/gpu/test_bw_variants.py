@@ -8,7 +8,7 @@ GPU against the CPU reference backend in float64 (and against PyTorch where it i
                         reference is the CPU's d/dx of sum(gelu(x) * dy)), the relu sizes and dtypes
   mt_study_sum          variants 0-4, the same sizes and dtypes (one-pass tails, the last-block finish
                         over a many-block grid), run twice each (the ticket resets; same bits)
-  mt_study_softmax,     variants 0-10 on widths on both sides of 1024 (the warp / exact-fit / cluster
+  mt_study_softmax,     variants 0-12 on widths on both sides of 1024 (the warp / exact-fit / cluster
   mt_study_log_softmax  boundaries), odd widths (the vector variants must refuse), row counts that
                         leave the last block partly empty
   mt_study_layer_norm   variants 0-6, with gamma and beta and without (NULL), y, mean and rstd
@@ -109,7 +109,10 @@ def softmax_takes(v, cols, dtype):
         return cols <= 1024
     if v == 8:
         return cols <= 1024 and fits_exactly(cols, elem)
-    return cols > 1024 and cluster_fits(cols, elem, 8 if v == 9 else 4)
+    k = 8 if v in (9, 12) else 4
+    if v >= 11:  # one exchange: exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
+        return cols > 1024 and any(packs_of(cols, elem) == k * 256 * pl for pl in (1, 2, 4, 8))
+    return cols > 1024 and cluster_fits(cols, elem, k)
 
 
 def layer_norm_takes(v, cols, dtype):
@@ -221,7 +224,7 @@ class TestBwVariants(CP.ClassifyCase):
                     if CP.HAVE_TORCH:
                         t = CP.torch_from(host(xr), (rows, cols))
                         twant = CP.torch_host(CP.torch.log_softmax(t, 1) if log else CP.torch.softmax(t, 1))
-                    for v in range(11):
+                    for v in range(13):
                         with self.subTest(op=name, dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, variant=v):
                             y = self.nan_tensor(s, (rows, cols), dtype)
                             st = HOOKS[name](self.ptr(y), self.ptr(xd), rows, cols, dtype, v)

@@ -392,7 +392,7 @@ class TestSoftmaxStudy(ClassifyCase):
                                 self.assertRel(got, twant, tol, "study vs torch")
 
     def test_special_values_wide(self):
-        """The cluster variants (9, 10) on rows with -inf, +inf and NaN: the CPU's NaN / inf pattern."""
+        """The cluster variants (9-12) on rows with -inf, +inf and NaN: the CPU's NaN / inf pattern."""
         for cols in (32768, 40000):
             vals, shape = special_rows(self.rng, cols)
             for log, hook in ((False, STUDY), (True, STUDY_LOG)):
@@ -400,13 +400,18 @@ class TestSoftmaxStudy(ClassifyCase):
                     x = s(U.from_list(vals, shape, MT_F32, MT_CPU))
                     want = host(s(U.call("mt_log_softmax" if log else "mt_softmax", x, 1)))
                     xd = s(U.call("mt_tensor_to", x, MT_CUDA))
-                    for variant in (0, 9, 10):
+                    for variant in (0, 9, 10, 11, 12):
                         with self.subTest(cols=cols, log=log, variant=variant):
                             y = s(U.call("mt_tensor_full", U.shape_array(shape), 2, c_double(0.0), MT_F32, MT_CUDA))
                             st = hook(c_void_p(U.data_ptr_of(y)), c_void_p(U.data_ptr_of(xd)), shape[0], cols, MT_F32,
                                       variant)
-                            # a block holds at most 256 threads x 8 packs of its row's K-th
-                            fits = variant == 0 or -(-cols // 4 // (8 if variant == 9 else 4)) <= 256 * 8
+                            # a block holds at most 256 threads x 8 packs of its row's K-th; 11 and 12
+                            # (one exchange) take rows of exactly K x 256 threads x 1, 2, 4 or 8 packs
+                            k = 8 if variant in (9, 12) else 4
+                            if variant >= 11:
+                                fits = any(cols // 4 == k * 256 * pl and cols % 4 == 0 for pl in (1, 2, 4, 8))
+                            else:
+                                fits = variant == 0 or -(-cols // 4 // k) <= 256 * 8
                             if not fits:
                                 self.assertEqual(st, U.MT_ERR_UNSUPPORTED, "variant %d must refuse" % variant)
                                 continue
@@ -418,7 +423,7 @@ class TestSoftmaxStudy(ClassifyCase):
         with Scope() as s:
             x = s(U.call("mt_tensor_zeros", U.shape_array((4, 8)), 2, MT_F32, MT_CUDA))
             p = c_void_p(U.data_ptr_of(x))
-            self.assertEqual(STUDY(p, p, 4, 8, MT_F32, 11), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY(p, p, 4, 8, MT_F32, 13), U.MT_ERR_INVALID_ARGUMENT)
             self.assertEqual(STUDY(p, p, -1, 8, MT_F32, 0), U.MT_ERR_INVALID_ARGUMENT)
             self.assertEqual(STUDY(p, p, 4, 8, MT_I64, 0), U.MT_ERR_DTYPE)
             self.assertEqual(STUDY(p, p, 0, 8, MT_F32, 0), MT_OK)
