@@ -23,7 +23,9 @@
 // 16-byte aligned pointers, the row lives in registers as 16-byte packs between the two
 // reductions (mean, then the centred sum of squares: the two-pass variance, no cancellation),
 // so x is read from DRAM once: G <= 32 lanes per row (several rows per warp when G < 32) up to
-// d = 1024, a block per row up to 32768 (forward) or 16384 (backward, which holds x and dy).
+// d = 1024, a block per row up to 32768 (forward) or 16384 (backward, which holds x and dy);
+// on Hopper, float32 forward rows of exactly 4 x 256 x 8 packs (32768 columns) go to a cluster
+// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs.
 // Other shapes (d not a multiple of the pack, float64, wider rows) take a warp per row
 // (d <= 1024) or a block per row that reads the row again from global memory (mostly L2),
 // with 16-byte accesses where d and the pointers allow.
@@ -347,6 +349,84 @@ __global__ void __launch_bounds__(kRowThreads)
     store128(y + r * d + p * N, o);
   });
   cl.sync();  // no block leaves while another may still read its slots
+}
+
+// (cluster, one exchange) Forward split over a cluster of K blocks per row with one cluster barrier
+// per row (study variants 7, 8; softmax.cu's softmax_cluster1_kernel): rows of exactly K blocks x
+// kRowThreads threads x PL packs. Each block takes the mean m_b of its slice and the centred sum
+// of squares q_b about it (two passes over the registers), pushes (m_b, q_b) into the shared
+// memory of every block of the cluster, and after the one barrier merges the K pairs in rank
+// order from its own memory (Chan's merge for equal counts n: mean = sum m_b / K,
+// q = sum q_b + n sum (m_b - mean)^2), so all blocks agree bit for bit and none reads another's
+// memory after the barrier. Grid: rows * K. ptxas -v (sm_90, f32): 8 packs a thread spill 48
+// bytes under a bound of 48 registers (5 blocks per SM; gamma and beta's packs are live with the
+// row's), so they get 4 blocks per SM; 4 packs a thread take 40 registers, 6 blocks per SM.
+template <class T, int PL>
+__global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4) : (PL <= 4 ? 3 : 2))
+    ln_fwd_cluster1_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                           int64_t d, Compute<T> eps) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int kMaxK = 8;
+  constexpr int kStep = kRowThreads * N;             // elements between a thread's packs
+  constexpr int kSlice = kRowThreads * PL * N;       // elements per block
+  __shared__ A red[32];
+  __shared__ A pairs[2 * kMaxK];  // (m_b, q_b) of block b of the cluster, written by block b
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned K = cl.num_blocks(), rank = cl.block_rank();
+  const int64_t r = blockIdx.x / K;
+  const int64_t col = (int64_t)rank * kSlice + threadIdx.x * N;  // this thread's first column
+  const int64_t off = r * d + col;
+  Pack<T> v[PL];
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    v[k] = load128(x + off + k * kStep);
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+  }
+  const A mb = block_allsum(s, red) / A(kSlice);
+  A q = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const A c = to_compute(v[k].v[j]) - mb;
+      q += c * c;
+    }
+  }
+  q = block_allsum(q, red);
+  if (threadIdx.x < K) {
+    A *dst = cl.map_shared_rank(pairs, threadIdx.x);
+    dst[2 * rank] = mb;
+    dst[2 * rank + 1] = q;
+  }
+  cl.sync();
+  A m = 0;
+#pragma unroll 1
+  for (unsigned b = 0; b < K; ++b) m += pairs[2 * b];
+  m /= A(K);
+  A ss = 0;
+#pragma unroll 1
+  for (unsigned b = 0; b < K; ++b) {
+    const A dm = pairs[2 * b] - m;
+    ss += pairs[2 * b + 1] + A(kSlice) * dm * dm;
+  }
+  const A rs = drsqrt(ss / A(d) + eps);
+  if (rank == 0 && threadIdx.x == 0) {
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    const Pack<T> w = pack_or(gamma, col + k * kStep, 1.f), b = pack_or(beta, col + k * kStep, 0.f);
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+    store128(y + off + k * kStep, o);
+  }
 }
 
 // One 16-byte pack of dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)) (+ dx_add),
@@ -781,12 +861,14 @@ void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
 
 // One forward launch of study variant `variant` (0: the production choice, see the file's doc).
 // Returns false when the variant cannot take the shape: 1-6 need 16-byte rows and pointers and a 2-
-// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5 wider rows.
+// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5, 7 and 8 wider rows.
 //   1, 2  the register-cached warp kernel with at least 2 / 4 packs per lane (fewer lanes per row)
 //   3     the uncached block-per-row kernel, 16-byte accesses, re-reading the row from L2
 //   4, 5  clusters of 8 / 4 blocks per row (ln_fwd_cluster_kernel)
 //   6     rows of exactly 8 x 4, 16 x 4, 32 x 4 or 32 x 8 packs (warp_shape with at least 4 packs
 //         per lane) in ln_fwd_fit_kernel
+//   7, 8  clusters of 4 / 8 blocks per row with one cluster exchange (ln_fwd_cluster1_kernel), rows
+//         of exactly K x 256 threads x 1, 2, 4 or 8 packs
 template <class T>
 bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma,
                   const T *beta, int64_t rows, int64_t d, double eps) {
@@ -795,6 +877,12 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
   // Production takes the exact-fit kernel where a row is exactly G x PL packs: bw_study.py (H200,
   // f32) 1.48x / 5.38x PyTorch at 65536 x 1024 / 262144 x 128 against 1.42x / 4.72x.
   if (variant == 0 && vec && d <= kWarpMaxCols && layer_norm_t<T>(c, 6, y, mean, rstd, x, gamma, beta, rows, d, eps))
+    return true;
+  // From 32768 columns on Hopper, float32 rows that fit it exactly take clusters of 4 blocks
+  // with one exchange: bw_study.py (H200) 8192 x 32768 683.0 -> 571.7 us (75% -> 90% of copy)
+  // against the block-per-row kernel; the other widths and dtypes were not timed.
+  if (variant == 0 && vec && sizeof(T) == 4 && d >= kFwdCachedMaxCols && c.cc_major >= 9 &&
+      layer_norm_t<T>(c, 7, y, mean, rstd, x, gamma, beta, rows, d, eps))
     return true;
   bool done = false;
   if constexpr (kVecType<T>) {
@@ -823,15 +911,22 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
       });
       if (!fits) return false;
       done = true;
-    } else if ((variant == 4 || variant == 5) && vec && d > kWarpMaxCols) {
+    } else if (variant >= 4 && variant != 6 && vec && d > kWarpMaxCols) {
       constexpr int kMaxPL = 8;
-      const int K = variant == 4 ? 8 : 4;
+      const int K = variant == 4 || variant == 8 ? 8 : 4;
       int64_t slice = 0;
       int PL = 0, threads = 0;
       if (!cluster_shape(d / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
+      if (variant >= 7 && (threads != kRowThreads || slice != (int64_t)PL * threads || slice * K != d / N))
+        return false;  // (cluster, one exchange) takes exact fits only
       dispatch_pl<kMaxPL>(PL, [&](auto pl) {
-        MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster_kernel<T, decltype(pl)::value>, (unsigned)(rows * K), threads, K,
-                                     0, c.stream, y, mean, rstd, x, gamma, beta, d, (A)eps, slice));
+        constexpr int kPL = decltype(pl)::value;
+        if (variant <= 5)
+          MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
+                                       y, mean, rstd, x, gamma, beta, d, (A)eps, slice));
+        else
+          MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster1_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
+                                       y, mean, rstd, x, gamma, beta, d, (A)eps));
       });
       done = true;
     }
@@ -1130,7 +1225,7 @@ extern "C" MT_API int mt_study_layer_norm(void *y, void *mean, void *rstd, const
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_layer_norm", [&] {
-    check_variant(variant, 6);
+    check_variant(variant, 8);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows >= 0 && d >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, d=%lld)", (long long)rows,
              (long long)d);
