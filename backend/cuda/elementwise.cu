@@ -264,7 +264,7 @@ void launch_flat(const char *op, T *out, const T *a, const T *b, int64_t n, Fn f
   const int64_t packs = n / Pack<T>::N;
   if (vec && WALK == Walk::TILE) {
     constexpr auto kernel = map_tile_kernel<T, ARITY, Fn, THREADS, UNROLL>;
-    MT_CUDA_CHECK(launch_pdl(c, kernel, dim3(tiles_of(packs, THREADS, UNROLL)), THREADS, out, a, b, n, fn));
+    MT_CUDA_CHECK(launch_pdl_wide(c, kernel, dim3(tiles_of(packs, THREADS, UNROLL)), THREADS, out, a, b, n, fn));
   } else if (vec) {
     constexpr auto kernel = map_flat_kernel<T, true, ARITY, Fn, UNROLL>;
     const unsigned grid = WALK == Walk::WAVE ? wave_grid<kernel>(c.sm_count, packs, kThreads, kThreads)

@@ -257,6 +257,7 @@ __global__ void __launch_bounds__(kRowThreads)
   constexpr int N = Pack<T>::N;
   constexpr int64_t kD = (int64_t)G * PL * N;
   constexpr int kPerBlock = kRowThreads / G;
+  pdl_enter();
   const int64_t r = (int64_t)blockIdx.x * kPerBlock + threadIdx.x / G;
   const bool valid = r < rows;  // lanes past the end still take part in the shuffles
   const int64_t col = (threadIdx.x % G) * N;
@@ -905,9 +906,9 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
     } else if (variant == 6 && vec && d <= kWarpMaxCols) {
       const bool fits = dispatch_fit(d / N, [&](auto g, auto pl) {
         constexpr int kG = decltype(g)::value;
-        ln_fwd_fit_kernel<T, decltype(pl)::value, kG>
-            <<<grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG)), kRowThreads, 0, c.stream>>>(
-                y, mean, rstd, x, gamma, beta, rows, (A)eps);
+        MT_CUDA_CHECK(launch_pdl_wide(c, ln_fwd_fit_kernel<T, decltype(pl)::value, kG>,
+                                      dim3(grid_of((rows + kRowThreads / kG - 1) / (kRowThreads / kG))), kRowThreads,
+                                      y, mean, rstd, x, gamma, beta, rows, (A)eps));
       });
       if (!fits) return false;
       done = true;
