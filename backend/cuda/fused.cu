@@ -398,12 +398,7 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
     }
   }
   q = block_allsum(q, red);
-  if (threadIdx.x < K) {
-    A *dst = cl.map_shared_rank(pairs, threadIdx.x);
-    dst[2 * rank] = mb;
-    dst[2 * rank + 1] = q;
-  }
-  cl.sync();
+  cluster_share_pair(mb, q, pairs, rank, K);
   A m = 0;
 #pragma unroll 1
   for (unsigned b = 0; b < K; ++b) m += pairs[2 * b];

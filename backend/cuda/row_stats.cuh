@@ -13,7 +13,7 @@
 //
 // defines: dexp, dlog, dmax, kNegInf, online_add, online_merge, group_max, group_sum,
 //          group_merge, block_allmax, block_allsum, block_allmerge, cluster_allmax,
-//          cluster_allsum, cluster_allsum2, slice_packs,
+//          cluster_allsum, cluster_allsum2, cluster_share_pair, slice_packs,
 //          next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit, warp_shape,
 //          block_shape, cluster_shape, vec_ok
 #pragma once
@@ -186,6 +186,23 @@ __device__ __forceinline__ void cluster_allsum2(A &a, A &b, A *red, A *slot) {
     a += o[0];
     b += o[1];
   }
+}
+
+// The one exchange of the (cluster, one exchange) kernels (softmax.cu, fused.cu): every thread
+// holds its block's pair (a, b); threads 0..K-1 write it into pairs[2 rank], pairs[2 rank + 1] of
+// block threadIdx.x of the cluster (K blocks; rank: this block's), then the cluster barrier.
+// After it each block reads the K pairs from its own pairs (__shared__ A[2 K]) and no block
+// reads another's memory, so none waits for the others before it exits.
+template <class A>
+__device__ __forceinline__ void cluster_share_pair(A a, A b, A *pairs, unsigned rank, unsigned K) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  if (threadIdx.x < K) {
+    A *dst = cl.map_shared_rank(pairs, threadIdx.x);
+    dst[2 * rank] = a;
+    dst[2 * rank + 1] = b;
+  }
+  cl.sync();
 }
 
 // f(k, p) for this thread's packs of a block's slice [p0, p1) in the split-row (cluster)

@@ -554,12 +554,7 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 5
     }
   }
   s = block_allsum(s, red);
-  if (threadIdx.x < K) {
-    A *dst = cl.map_shared_rank(pairs, threadIdx.x);
-    dst[2 * rank] = m;
-    dst[2 * rank + 1] = s;
-  }
-  cl.sync();
+  cluster_share_pair(m, s, pairs, rank, K);
   A M = kNegInf<A>();
 #pragma unroll 1
   for (unsigned q = 0; q < K; ++q) M = dmax(M, pairs[2 * q]);
