@@ -347,9 +347,10 @@ cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads,
 // launch_pdl may be scheduled while the kernel before it in the stream is still running, so the
 // ~1 us between two dependent launches (a graph node's latency in a recorded training step of
 // small kernels) partly overlaps. pdl_enter(), the first statement of every kernel that
-// launch_pdl or launch_pdl_wide may launch, lets the next kernel be scheduled early in turn, then waits until
-// the previous grid has completed and its writes are visible: nothing is read or written
-// before that, so the ordering is a plain launch's. Outside such a launch it returns at once.
+// launch_pdl or launch_pdl_wide may launch, lets the next kernel be scheduled early in turn,
+// then waits until the previous grid has completed and its writes are visible: nothing is read
+// or written before that, so the ordering is a plain launch's. Outside such a launch it returns
+// at once.
 __device__ __forceinline__ void pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
