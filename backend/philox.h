@@ -58,6 +58,22 @@ MT_HD uint32_t philox_word(const Philox4 &r, int k) {
   return k == 0 ? r.v[0] : k == 1 ? r.v[1] : k == 2 ? r.v[2] : r.v[3];
 }
 
+// Counter block b of the uniform stream keyed by seed, run once for its 4 elements: the high
+// words, and for 53-bit draws the low words' block (zero otherwise). The draws of whole blocks
+// (philox_uniforms, the fill and dropout kernels) come from here; philox_uniform_at, one element
+// of a block, is written out for a single word.
+struct PhiloxUniformBlock {
+  Philox4 hi, lo;
+  MT_HD PhiloxUniformBlock(uint64_t seed, uint64_t b, bool double_precision) : hi(philox4x32_10(b, seed)), lo{} {
+    if (double_precision) lo = philox4x32_10(b, seed ^ kPhiloxLowKey);
+  }
+  // Element 4 b + k (k in 0..3) of the stream.
+  MT_HD double draw(int k, bool double_precision) const {
+    const uint32_t h = philox_word(hi, k);
+    return double_precision ? philox_uniform53(h, philox_word(lo, k)) : philox_uniform24(h);
+  }
+};
+
 // Element i of the uniform [0,1) stream. double_precision selects 53-bit draws.
 MT_HD double philox_uniform_at(uint64_t seed, int64_t i, bool double_precision) {
   const uint64_t b = (uint64_t)i / kPhiloxPerBlock;
@@ -72,12 +88,8 @@ MT_HD double philox_uniform_at(uint64_t seed, int64_t i, bool double_precision) 
 template <class Put>
 inline void philox_uniforms(uint64_t seed, int64_t n, bool double_precision, Put &&put) {
   for (int64_t i0 = 0; i0 < n; i0 += kPhiloxPerBlock) {
-    const uint64_t b = (uint64_t)i0 / kPhiloxPerBlock;
-    const Philox4 hi = philox4x32_10(b, seed);
-    Philox4 lo{};
-    if (double_precision) lo = philox4x32_10(b, seed ^ kPhiloxLowKey);
-    for (int k = 0; k < kPhiloxPerBlock && i0 + k < n; k++)
-      put(i0 + k, double_precision ? philox_uniform53(hi.v[k], lo.v[k]) : philox_uniform24(hi.v[k]));
+    const PhiloxUniformBlock blk(seed, (uint64_t)i0 / kPhiloxPerBlock, double_precision);
+    for (int k = 0; k < kPhiloxPerBlock && i0 + k < n; k++) put(i0 + k, blk.draw(k, double_precision));
   }
 }
 

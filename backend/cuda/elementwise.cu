@@ -343,12 +343,10 @@ __global__ void __launch_bounds__(kThreads) fill_uniform_kernel(T *out, int64_t 
   static_assert(kPer % N == 0, "a counter block fills whole packs");
   const int64_t blocks = (n + kPer - 1) / kPer, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
-    const Philox4 hi = philox4x32_10((uint64_t)b, seed);
-    Philox4 lo{};
-    if constexpr (kDp) lo = philox4x32_10((uint64_t)b, seed ^ kPhiloxLowKey);
+    const PhiloxUniformBlock blk(seed, (uint64_t)b, kDp);
     T v[kPer];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) v[k] = (T)(kDp ? philox_uniform53(hi.v[k], lo.v[k]) : philox_uniform24(hi.v[k]));
+    for (int k = 0; k < kPer; ++k) v[k] = (T)blk.draw(k, kDp);
     const int64_t i0 = b * kPer;
     if (aligned && i0 + kPer <= n) {
 #pragma unroll

@@ -288,11 +288,11 @@ __global__ void __launch_bounds__(kFusionThreads)
 
 // The uniform draw of element i as rand() makes it in dtype T (float32/float64 on the device,
 // float16/bfloat16 drawn in float and rounded to T), in Compute<T>; uniform_of: the draw of
-// word k of a counter block already run (lo: the low words' block, read for doubles only).
+// word k of a counter block already run.
 template <class T>
-__device__ __forceinline__ Compute<T> uniform_of(const Philox4 &hi, const Philox4 &lo, int k) {
-  if constexpr (std::is_same<T, double>::value) return philox_uniform53(philox_word(hi, k), philox_word(lo, k));
-  else return to_compute(from_compute<T>((float)philox_uniform24(philox_word(hi, k))));
+__device__ __forceinline__ Compute<T> uniform_of(const PhiloxUniformBlock &blk, int k) {
+  if constexpr (std::is_same<T, double>::value) return blk.draw(k, true);
+  else return to_compute(from_compute<T>((float)blk.draw(k, false)));
 }
 template <class T>
 __device__ __forceinline__ Compute<T> uniform_as(uint64_t seed, int64_t i) {
@@ -334,14 +334,11 @@ __global__ void __launch_bounds__(THREADS)
         Pack<T> o;
 #pragma unroll
         for (int b = 0; b < kBlocks; ++b) {
-          const uint64_t blk = (uint64_t)(first / kPer + b);
-          const Philox4 hi = philox4x32_10(blk, seed);
-          Philox4 lo{};
-          if constexpr (kDp) lo = philox4x32_10(blk, seed ^ kPhiloxLowKey);
+          const PhiloxUniformBlock blk(seed, (uint64_t)(first / kPer + b), kDp);
 #pragma unroll
           for (int k = 0; k < kWords; ++k) {
             const int j = b * kPer + k;
-            o.v[j] = one(uniform_of<T>(hi, lo, w0 + k), v.x.v[j], res ? &v.y.v[j] : nullptr);
+            o.v[j] = one(uniform_of<T>(blk, w0 + k), v.x.v[j], res ? &v.y.v[j] : nullptr);
           }
         }
         store128(out + q * N, o);
