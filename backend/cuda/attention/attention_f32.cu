@@ -20,6 +20,7 @@
 //
 // Contents: kernels | launchers
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/attention/attention_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -428,6 +429,225 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(BwdArgs a) {
   store_share<D>(a.dv.p + head_offset(a.dv.batch, a.dv.head, bh, a.heads) + (int64_t)j * a.dv.row, dv, sub, 1.f);
 }
 
+// ---- tiled kernels -------------------------------------------------------------------
+// Tiles of kT rows on both sides, every product of two tiles as a small GEMM from shared memory
+// in which each thread owns a 4-row block of its tile's rows: 4 x 8 scores or probabilities
+// (the other side's rows cg*4 .. +4 and 32 + cg*4 .. +4) and 4 x D/8 output values (columns
+// cg*D/8 .. +D/8). Operands of a product's inner index are stored k-major ([k][row], kLd floats
+// a row) so that a thread's 4 rows are one float4; the (k, row) tiles of the second products
+// come row-major ([row][D + 4]). A thread is (rg, cg): rg = warp * 4 + lane / 8 (16 groups of 4
+// rows), cg = lane % 8 (8 groups of the other side's rows or of columns); the 8 threads of a
+// row group are adjacent lanes, so a row's max and sum are three shuffles.
+constexpr int kT = 64;
+constexpr int kLd = kT + 4;
+
+__device__ __forceinline__ int tile_rg() { return (int)(threadIdx.x >> 5) * 4 + (int)((threadIdx.x & 31) >> 3); }
+__device__ __forceinline__ int tile_cg() { return (int)(threadIdx.x & 7); }
+// The other side's row held in slot j (0..7) of thread group cg.
+__device__ __forceinline__ int slot_row(int cg, int j) { return (j < 4 ? 0 : 32) + cg * 4 + (j & 3); }
+
+__device__ __forceinline__ float max8(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+}
+__device__ __forceinline__ float sum8(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  x += __shfl_xor_sync(0xffffffffu, x, 2);
+  return x + __shfl_xor_sync(0xffffffffu, x, 4);
+}
+
+// A tile of kT rows of D floats on its way to shared memory: fetch() starts its loads into
+// registers (issued before a tile's products, they overlap them), put_km() / put_rm() store it
+// k-major ([D][kLd], times mul) or row-major ([kT][D + 4]). Value p of a thread is row
+// e % kT, columns (e / kT) * 4 .. + 4 of element e = threadIdx.x + p * kThreads: adjacent lanes
+// hold adjacent rows, so the k-major stores fall in distinct banks.
+template <int D>
+struct TileRegs {
+  static constexpr int kPer = kT * (D / 4) / kThreads;
+  static_assert(kPer * kThreads == kT * (D / 4), "a tile is whole float4s of every thread");
+  float4 x[kPer];
+  // rows [r0, r0 + kT) of src (row stride `row`), rows >= n as 0
+  __device__ __forceinline__ void fetch(const float *src, int64_t row, int r0, int n) {
+#pragma unroll
+    for (int p = 0; p < kPer; p++) {
+      const int e = (int)threadIdx.x + p * kThreads, rr = e % kT, c = (e / kT) * 4;
+      x[p] = r0 + rr < n ? __ldg(reinterpret_cast<const float4 *>(src + (int64_t)(r0 + rr) * row + c))
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  __device__ __forceinline__ void put_km(float *t, float mul) const {
+#pragma unroll
+    for (int p = 0; p < kPer; p++) {
+      const int e = (int)threadIdx.x + p * kThreads, rr = e % kT, c = (e / kT) * 4;
+      t[(c + 0) * kLd + rr] = x[p].x * mul;
+      t[(c + 1) * kLd + rr] = x[p].y * mul;
+      t[(c + 2) * kLd + rr] = x[p].z * mul;
+      t[(c + 3) * kLd + rr] = x[p].w * mul;
+    }
+  }
+  __device__ __forceinline__ void put_rm(float *r) const {
+#pragma unroll
+    for (int p = 0; p < kPer; p++) {
+      const int e = (int)threadIdx.x + p * kThreads, rr = e % kT, c = (e / kT) * 4;
+      *reinterpret_cast<float4 *>(r + rr * (D + 4) + c) = x[p];
+    }
+  }
+};
+
+// acc[i][j] += sum over k < K of a[k][m0 + i] * b[k][slot_row(cg, j)] (a, b k-major).
+template <int K>
+__device__ __forceinline__ void mm_scores(float (&acc)[4][8], const float *a, const float *b, int m0, int cg) {
+#pragma unroll 8
+  for (int k = 0; k < K; k++) {
+    const float4 x = *reinterpret_cast<const float4 *>(a + k * kLd + m0);
+    const float4 y0 = *reinterpret_cast<const float4 *>(b + k * kLd + cg * 4);
+    const float4 y1 = *reinterpret_cast<const float4 *>(b + k * kLd + 32 + cg * 4);
+    const float xs[4] = {x.x, x.y, x.z, x.w}, ys[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc[i][j] = fmaf(xs[i], ys[j], acc[i][j]);
+  }
+}
+
+// acc[i][c] += sum over k < kT of a[k][m0 + i] * b[k][cg * D/8 + c] (a k-major, b row-major [kT][D + 4]).
+template <int D>
+__device__ __forceinline__ void mm_values(float (&acc)[4][D / 8], const float *a, const float *b, int m0, int cg) {
+  constexpr int TD = D / 8;
+#pragma unroll 16
+  for (int k = 0; k < kT; k++) {
+    const float4 x = *reinterpret_cast<const float4 *>(a + k * kLd + m0);
+    float ys[TD];
+    if constexpr (TD == 4) {
+      const float4 y = *reinterpret_cast<const float4 *>(b + k * (D + 4) + cg * 4);
+      ys[0] = y.x, ys[1] = y.y, ys[2] = y.z, ys[3] = y.w;
+    } else {
+      const float2 y = *reinterpret_cast<const float2 *>(b + k * (D + 4) + cg * 2);
+      ys[0] = y.x, ys[1] = y.y;
+    }
+    const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int c = 0; c < TD; c++) acc[i][c] = fmaf(xs[i], ys[c], acc[i][c]);
+  }
+}
+
+// v[i][j] (4 rows m0.. of this thread, slot j) stored transposed: t[slot_row(cg, j)][m0 + i].
+__device__ __forceinline__ void store_slots_t(float *t, const float (&v)[4][8], int m0, int cg) {
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    *reinterpret_cast<float4 *>(t + slot_row(cg, j) * kLd + m0) = make_float4(v[0][j], v[1][j], v[2][j], v[3][j]);
+}
+
+// Row m0 + i's D/8 values at columns cg * D/8 .. of dst (row stride `row`), times mul.
+template <int D>
+__device__ __forceinline__ void store_cols(float *dst, const float (&x)[D / 8], float mul) {
+  if constexpr (D / 8 == 4)
+    *reinterpret_cast<float4 *>(dst) = make_float4(x[0] * mul, x[1] * mul, x[2] * mul, x[3] * mul);
+  else
+    *reinterpret_cast<float2 *>(dst) = make_float2(x[0] * mul, x[1] * mul);
+}
+
+template <int D>
+constexpr size_t fwd_tiled_smem() {
+  return sizeof(float) * (size_t)(2 * D * kLd + kT * (D + 4) + kT * kLd);
+}
+
+// Forward: a block per (64 query rows, b, h); q^T stays, k^T and v come a tile at a time; the
+// scores' tile S (4 x 8 a thread) goes through the online softmax (row max over the 8 threads of
+// a row group), its probabilities to shared memory transposed, and O (4 x D/8 a thread) += P V.
+template <int D, int MB>
+__global__ void __launch_bounds__(kThreads, MB) attn_fwd_tiled_kernel(FwdArgs a) {
+  constexpr int TD = D / 8;
+  extern __shared__ __align__(16) float smem[];
+  float *qt = smem;          // [D][kLd]: q^T * scale2
+  float *kt = qt + D * kLd;  // [D][kLd]: k^T
+  float *vr = kt + D * kLd;  // [kT][D + 4]: v
+  float *pt = vr + kT * (D + 4);  // [kT][kLd]: P^T (keys x queries)
+  const int bh = blockIdx.y;
+  const int q0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * kT;  // the longest causal rows first
+  const int rg = tile_rg(), cg = tile_cg(), m0 = rg * 4, off = a.tk - a.tq;
+  const int kend = a.causal ? min(a.tk, min(a.tq, q0 + kT) + off) : a.tk;
+  const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
+  const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
+  TileRegs<D> kf, vf;
+  kf.fetch(kp, a.k.row, 0, kend);
+  vf.fetch(vp, a.v.row, 0, kend);
+  {
+    TileRegs<D> qf;
+    qf.fetch(a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, q0, a.tq);
+    qf.put_km(qt, a.scale2);
+  }
+
+  float o[4][TD], m[4], l[4];
+  int lim[4];  // the last key row m0 + i sees (padding rows: every loaded key)
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    lim[i] = a.causal ? q0 + m0 + i + off : a.tk - 1;
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int c = 0; c < TD; c++) o[i][c] = 0.f;
+  }
+  for (int k0 = 0; k0 < kend; k0 += kT) {
+    __syncthreads();  // the last tile's k^T, v and P^T are read
+    kf.put_km(kt, 1.f);
+    vf.put_rm(vr);
+    __syncthreads();
+    float s[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+      for (int j = 0; j < 8; j++) s[i][j] = 0.f;
+    mm_scores<D>(s, qt, kt, m0, cg);
+    if (k0 + kT > kend || (a.causal && k0 + kT - 1 > q0 + off)) {  // a tile with hidden keys
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        const int key = k0 + slot_row(cg, j);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          if (key >= kend || key > lim[i]) s[i][j] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float mx = s[i][0];
+#pragma unroll
+      for (int j = 1; j < 8; j++) mx = fmaxf(mx, s[i][j]);
+      // every row sees key 0 in the first tile, so mn is finite from there on
+      const float mn = fmaxf(m[i], max8(mx)), corr = exp2f(m[i] - mn);
+      m[i] = mn;
+      l[i] *= corr;
+#pragma unroll
+      for (int c = 0; c < TD; c++) o[i][c] *= corr;
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        s[i][j] = exp2f(s[i][j] - mn);
+        l[i] += s[i][j];
+      }
+    }
+    store_slots_t(pt, s, m0, cg);
+    if (k0 + kT < kend) {  // the next tile's loads fly during P V
+      kf.fetch(kp, a.k.row, k0 + kT, kend);
+      vf.fetch(vp, a.v.row, k0 + kT, kend);
+    }
+    __syncthreads();
+    mm_values<D>(o, pt, vr, m0, cg);
+  }
+  float *op = a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float li = sum8(l[i]);
+    const int row = q0 + m0 + i;
+    if (row < a.tq) {
+      store_cols<D>(op + (int64_t)row * a.o.row + cg * TD, o[i], li > 0.f ? 1.f / li : 0.f);
+      if (cg == 0) a.lse[(int64_t)bh * a.tq + row] = li > 0.f ? (m[i] + log2f(li)) * kLn2 : INFINITY;
+    }
+  }
+}
+
 // ---- launchers -----------------------------------------------------------------------
 
 void check_geometry(const char *op, const AttentionGeometry &g, double scale,
@@ -452,10 +672,31 @@ void check_geometry(const char *op, const AttentionGeometry &g, double scale,
   }
 }
 
+// The row-per-thread kernels (MT_CUDA_ATTN_F32_ROWS set) or the tiled ones.
+bool use_rows() {
+  static const bool rows = std::getenv("MT_CUDA_ATTN_F32_ROWS") != nullptr;
+  return rows;
+}
+
 // One query row per thread: two rows (attn_fwd_kernel<D, 2>, each shared value read feeding both)
 // measured the same on an H100 at the char-GPT shapes, with 192 registers against 133.
 template <int D>
 void launch_forward(Context &c, const FwdArgs &a, int64_t bh) {
+  if (!use_rows()) {
+    constexpr size_t smem = fwd_tiled_smem<D>();
+    static const bool mb1 = std::getenv("MT_TMP_FWD_MB1") != nullptr;
+    if (mb1) {
+      MT_CHECK((allow_smem<attn_fwd_tiled_kernel<D, 1>>(smem)), CUDA,
+               "cuda attention_f32: the device refuses %zu bytes of shared memory a block", smem);
+      attn_fwd_tiled_kernel<D, 1><<<dim3((unsigned)((a.tq + kT - 1) / kT), (unsigned)bh), kThreads, smem, c.stream>>>(a);
+    } else {
+      MT_CHECK((allow_smem<attn_fwd_tiled_kernel<D, 4>>(smem)), CUDA,
+               "cuda attention_f32: the device refuses %zu bytes of shared memory a block", smem);
+      attn_fwd_tiled_kernel<D, 4><<<dim3((unsigned)((a.tq + kT - 1) / kT), (unsigned)bh), kThreads, smem, c.stream>>>(a);
+    }
+    MT_CUDA_CHECK_LAUNCH("attention_f32 forward");
+    return;
+  }
   const dim3 grid((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh);
   attn_fwd_kernel<D, 1><<<grid, kThreads, 0, c.stream>>>(a);
   MT_CUDA_CHECK_LAUNCH("attention_f32 forward");
