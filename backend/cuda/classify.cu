@@ -575,60 +575,103 @@ __global__ void __launch_bounds__(kThreads) index_keys_kernel(uint32_t *keys, ui
   }
 }
 
-// One block per sorted position p; the block at the first position of a run of equal keys d
-// owns destination row d and adds the source rows vals[p..end) onto dx[d, c] for the columns of
-// its tile (blockIdx.y, kAddTileBytes of each row) in ascending order, so each column is one
-// chain of additions in the order of the CPU loop (the same bits). That chain is the only
-// serial part, so the block stages kAddTileRows source rows at a time into shared memory, all
-// threads loading (V elements, a 16-byte pack when V > 1, per load, several loads in flight
-// each), and then a thread per column adds the staged rows in order: a run as long as a
-// character vocabulary's commonest letter (a sixth of the batch) costs one load latency per
-// kAddTileRows rows rather than per row. The run's end is found by binary search.
-constexpr int kAddTileRows = 64;
+// Each block adds one run of equal sorted keys d (its source rows vals[p..end)) onto
+// destination row d, for the columns of its tile (blockIdx.y, TILE_BYTES of each row), in
+// ascending order, so each column is one chain of additions in the order of the CPU loop (the
+// same bits). Which run: with BY_ROW (grids of rows_x blocks, used when rows_x <= n), block x
+// owns row x and finds its run by two binary searches (no run: nothing to add); otherwise block
+// x is sorted position x, and the block at the first position of a run owns it (the run's end by
+// binary search). The chain is the only serial part, so the block stages TILE_ROWS source rows
+// at a time into shared memory, all threads loading (V elements, a 16-byte pack when V > 1, per
+// load, several loads in flight each), and then a thread per column adds the staged rows in
+// order: a run as long as a character vocabulary's commonest letter (a sixth of the batch) costs
+// one load latency per TILE_ROWS rows rather than per row. BY_ROW grids are small (a block per
+// destination row), so they take narrow tiles of many rows: a long run's columns are split over
+// more blocks, with more rows in flight per pass.
+constexpr int kAddTileRows = 64;     // per-position grids
 constexpr int kAddTileBytes = 512;
+constexpr int kAddRowTileRows = 256;  // BY_ROW grids
+constexpr int kAddRowTileBytes = 128;
 
-template <class T, int V>
+// The first position in [lo, n) whose key is not below d (keys ascend), by one thread.
+__device__ __forceinline__ int64_t first_key_at_least(const uint32_t *keys, int64_t lo, int64_t n, uint32_t d) {
+  int64_t hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + ((hi - lo) >> 1);
+    if (keys[mid] < d) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// [first, last): the positions of the ascending keys equal to d, found by the whole block (every
+// thread gets them). Each round, the kThreads probes spread over each range (lo, hi) narrow it
+// (kThreads + 1)-fold: the probes below the bound are a prefix, counted by one barrier. A few
+// rounds of load latency, where one thread's binary search takes one per halving.
+__device__ __forceinline__ void block_equal_range(const uint32_t *keys, int64_t n, uint32_t d, int64_t &first,
+                                                  int64_t &last) {
+  int64_t lo[2] = {0, 0}, hi[2] = {n, n};  // bound s: the first key >= d + s, in [lo[s], hi[s]]
+  const auto probe = [&](int s, int64_t t) { return lo[s] + (hi[s] - lo[s]) * (t + 1) / (kThreads + 1); };
+  while (lo[0] < hi[0] || lo[1] < hi[1]) {  // the same on every thread
+    bool below[2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) below[s] = lo[s] < hi[s] && keys[probe(s, threadIdx.x)] < d + (uint32_t)s;
+    const int count[2] = {__syncthreads_count(below[0]), __syncthreads_count(below[1])};
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      if (lo[s] == hi[s]) continue;
+      const int64_t nlo = count[s] > 0 ? probe(s, count[s] - 1) + 1 : lo[s];
+      const int64_t nhi = count[s] < kThreads ? probe(s, count[s]) : hi[s];
+      lo[s] = nlo;
+      hi[s] = nhi;
+    }
+  }
+  first = lo[0];
+  last = lo[1];
+}
+
+template <class T, int V, int TILE_BYTES, int TILE_ROWS, bool BY_ROW>
 __global__ void __launch_bounds__(kThreads) index_add_rows_kernel(T *dx, const T *dy, const uint32_t *keys,
                                                                   const uint32_t *vals, int64_t n, int64_t rows_x,
                                                                   int64_t cols) {
   using A = Compute<T>;
-  constexpr int kCols = kAddTileBytes / (int)sizeof(T);   // columns of a tile
+  constexpr int kCols = TILE_BYTES / (int)sizeof(T);      // columns of a tile
   constexpr int kUnits = kCols / V;                        // loads per staged row
   constexpr int kRowsPerPass = kThreads / kUnits;          // staged rows loaded per pass of the block
-  static_assert(kThreads % kUnits == 0 && kAddTileRows % kRowsPerPass == 0, "tile shape");
-  __shared__ alignas(16) T tile[kAddTileRows][kCols];
-  __shared__ int64_t run_end;
-  const int64_t p = blockIdx.x;
-  const uint32_t d = keys[p];
-  if ((int64_t)d >= rows_x) return;       // an out-of-range index (the caller validates)
-  if (p > 0 && keys[p - 1] == d) return;  // not the first of its run (block-uniform)
-  if (threadIdx.x == 0) {                 // keys ascend: the run ends at the first key != d
-    int64_t lo = p + 1, hi = n;
-    while (lo < hi) {
-      const int64_t mid = lo + ((hi - lo) >> 1);
-      if (keys[mid] == d) lo = mid + 1; else hi = mid;
-    }
-    run_end = lo;
+  static_assert(kThreads % kUnits == 0 && TILE_ROWS % kRowsPerPass == 0, "tile shape");
+  __shared__ alignas(16) T tile[TILE_ROWS][kCols];
+  uint32_t d;
+  int64_t p, end;  // the block's run of sorted positions
+  if constexpr (BY_ROW) {
+    d = blockIdx.x;
+    block_equal_range(keys, n, d, p, end);
+    if (p == end) return;  // no index names row d (block-uniform)
+  } else {
+    __shared__ int64_t run_end;
+    p = blockIdx.x;
+    d = keys[p];
+    if ((int64_t)d >= rows_x) return;       // an out-of-range index (the caller validates)
+    if (p > 0 && keys[p - 1] == d) return;  // not the first of its run (block-uniform)
+    if (threadIdx.x == 0) run_end = first_key_at_least(keys, p + 1, n, d + 1);
+    __syncthreads();
+    end = run_end;
   }
-  __syncthreads();
-  const int64_t end = run_end;
   const int64_t c0 = (int64_t)blockIdx.y * kCols;   // the tile's first column
   const int width = (int)min((int64_t)kCols, cols - c0);
   const int unit = threadIdx.x % kUnits, row_in_pass = threadIdx.x / kUnits;
   A acc = 0;
   T *out = dx + (int64_t)d * cols + c0;
   if ((int)threadIdx.x < width) acc = to_compute(out[threadIdx.x]);
-  for (int64_t q0 = p; q0 < end; q0 += kAddTileRows) {
-    const int rows = (int)min((int64_t)kAddTileRows, end - q0);
+  for (int64_t q0 = p; q0 < end; q0 += TILE_ROWS) {
+    const int rows = (int)min((int64_t)TILE_ROWS, end - q0);
     if (unit * V < width) {
-      Chunk<T, V> buf[kAddTileRows / kRowsPerPass];
+      Chunk<T, V> buf[TILE_ROWS / kRowsPerPass];
 #pragma unroll
-      for (int k = 0; k < kAddTileRows / kRowsPerPass; ++k) {
+      for (int k = 0; k < TILE_ROWS / kRowsPerPass; ++k) {
         const int r = k * kRowsPerPass + row_in_pass;
         if (r < rows) buf[k] = Chunk<T, V>::load(dy + (int64_t)vals[q0 + r] * cols + c0 + unit * V);
       }
 #pragma unroll
-      for (int k = 0; k < kAddTileRows / kRowsPerPass; ++k) {
+      for (int k = 0; k < TILE_ROWS / kRowsPerPass; ++k) {
         const int r = k * kRowsPerPass + row_in_pass;
         if (r < rows) buf[k].store(&tile[r][unit * V]);
       }
@@ -981,7 +1024,7 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
            (long long)n, (long long)rows_x);
   dispatch_float(dtype, "index_select backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t col_tile = kAddTileBytes / (int64_t)sizeof(T);
+    const int64_t col_tile = kAddRowTileBytes / (int64_t)sizeof(T);  // the narrower of the two tiles
     const int64_t tiles = (cols + col_tile - 1) / col_tile;
     MT_CHECK(tiles <= 65535, UNSUPPORTED, "cuda index_select backward: rows of %lld elements", (long long)cols);
     PoolBuffer keys_in(n * 4), vals_in(n * 4), keys_out(n * 4), vals_out(n * 4);
@@ -998,16 +1041,25 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
     MT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys_in.as<uint32_t>(),
                                                   keys_out.as<uint32_t>(), vals_in.as<uint32_t>(),
                                                   vals_out.as<uint32_t>(), (int)n, 0, end_bit, c.stream));
-    const dim3 grid((unsigned)n, (unsigned)tiles);  // a block per sorted position (n < 2^31)
     constexpr int V = Pack<T>::N;  // 16-byte packs when every row starts 16-byte aligned
-    if (cols % V == 0 && is_aligned16(dx) && is_aligned16(dy))
-      index_add_rows_kernel<T, V><<<grid, kThreads, 0, c.stream>>>(static_cast<T *>(dx), static_cast<const T *>(dy),
-                                                                   keys_out.as<uint32_t>(), vals_out.as<uint32_t>(),
-                                                                   n, rows_x, cols);
-    else
-      index_add_rows_kernel<T, 1><<<grid, kThreads, 0, c.stream>>>(static_cast<T *>(dx), static_cast<const T *>(dy),
-                                                                   keys_out.as<uint32_t>(), vals_out.as<uint32_t>(),
-                                                                   n, rows_x, cols);
+    const bool vec = cols % V == 0 && is_aligned16(dx) && is_aligned16(dy);
+    auto launch = [&](auto kernel, int64_t blocks, int64_t tile_bytes) {
+      const int64_t col_tile = tile_bytes / (int64_t)sizeof(T);
+      kernel<<<dim3((unsigned)blocks, (unsigned)((cols + col_tile - 1) / col_tile)), kThreads, 0, c.stream>>>(
+          static_cast<T *>(dx), static_cast<const T *>(dy), keys_out.as<uint32_t>(), vals_out.as<uint32_t>(), n,
+          rows_x, cols);
+    };
+    if (rows_x <= n) {  // a block per destination row (rows_x < 2^31)
+      if (vec)
+        launch(index_add_rows_kernel<T, V, kAddRowTileBytes, kAddRowTileRows, true>, rows_x, kAddRowTileBytes);
+      else
+        launch(index_add_rows_kernel<T, 1, kAddRowTileBytes, kAddRowTileRows, true>, rows_x, kAddRowTileBytes);
+    } else {  // a block per sorted position (n < 2^31)
+      if (vec)
+        launch(index_add_rows_kernel<T, V, kAddTileBytes, kAddTileRows, false>, n, kAddTileBytes);
+      else
+        launch(index_add_rows_kernel<T, 1, kAddTileBytes, kAddTileRows, false>, n, kAddTileBytes);
+    }
     MT_CUDA_CHECK_LAUNCH("index_select backward");
   });
 }
