@@ -579,7 +579,7 @@ __global__ void __launch_bounds__(kThreads) index_keys_kernel(uint32_t *keys, ui
 // destination row d, for the columns of its tile (blockIdx.y, TILE_BYTES of each row), in
 // ascending order, so each column is one chain of additions in the order of the CPU loop (the
 // same bits). Which run: with BY_ROW (grids of rows_x blocks, used when rows_x <= n), block x
-// owns row x and finds its run by two binary searches (no run: nothing to add); otherwise block
+// owns row x and finds its run with block_equal_range (no run: nothing to add); otherwise block
 // x is sorted position x, and the block at the first position of a run owns it (the run's end by
 // binary search). The chain is the only serial part, so the block stages TILE_ROWS source rows
 // at a time into shared memory, all threads loading (V elements, a 16-byte pack when V > 1, per
@@ -1024,7 +1024,9 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
            (long long)n, (long long)rows_x);
   dispatch_float(dtype, "index_select backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t col_tile = kAddRowTileBytes / (int64_t)sizeof(T);  // the narrower of the two tiles
+    const bool by_row = rows_x <= n;  // a block per destination row, else per sorted position
+    const int64_t tile_bytes = by_row ? kAddRowTileBytes : kAddTileBytes;
+    const int64_t col_tile = tile_bytes / (int64_t)sizeof(T);
     const int64_t tiles = (cols + col_tile - 1) / col_tile;
     MT_CHECK(tiles <= 65535, UNSUPPORTED, "cuda index_select backward: rows of %lld elements", (long long)cols);
     PoolBuffer keys_in(n * 4), vals_in(n * 4), keys_out(n * 4), vals_out(n * 4);
@@ -1043,22 +1045,21 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
                                                   vals_out.as<uint32_t>(), (int)n, 0, end_bit, c.stream));
     constexpr int V = Pack<T>::N;  // 16-byte packs when every row starts 16-byte aligned
     const bool vec = cols % V == 0 && is_aligned16(dx) && is_aligned16(dy);
-    auto launch = [&](auto kernel, int64_t blocks, int64_t tile_bytes) {
-      const int64_t col_tile = tile_bytes / (int64_t)sizeof(T);
-      kernel<<<dim3((unsigned)blocks, (unsigned)((cols + col_tile - 1) / col_tile)), kThreads, 0, c.stream>>>(
+    auto launch = [&](auto kernel, int64_t blocks) {
+      kernel<<<dim3((unsigned)blocks, (unsigned)tiles), kThreads, 0, c.stream>>>(
           static_cast<T *>(dx), static_cast<const T *>(dy), keys_out.as<uint32_t>(), vals_out.as<uint32_t>(), n,
           rows_x, cols);
     };
-    if (rows_x <= n) {  // a block per destination row (rows_x < 2^31)
+    if (by_row) {  // rows_x < 2^31 blocks
       if (vec)
-        launch(index_add_rows_kernel<T, V, kAddRowTileBytes, kAddRowTileRows, true>, rows_x, kAddRowTileBytes);
+        launch(index_add_rows_kernel<T, V, kAddRowTileBytes, kAddRowTileRows, true>, rows_x);
       else
-        launch(index_add_rows_kernel<T, 1, kAddRowTileBytes, kAddRowTileRows, true>, rows_x, kAddRowTileBytes);
-    } else {  // a block per sorted position (n < 2^31)
+        launch(index_add_rows_kernel<T, 1, kAddRowTileBytes, kAddRowTileRows, true>, rows_x);
+    } else {  // n < 2^31 blocks
       if (vec)
-        launch(index_add_rows_kernel<T, V, kAddTileBytes, kAddTileRows, false>, n, kAddTileBytes);
+        launch(index_add_rows_kernel<T, V, kAddTileBytes, kAddTileRows, false>, n);
       else
-        launch(index_add_rows_kernel<T, 1, kAddTileBytes, kAddTileRows, false>, n, kAddTileBytes);
+        launch(index_add_rows_kernel<T, 1, kAddTileBytes, kAddTileRows, false>, n);
     }
     MT_CUDA_CHECK_LAUNCH("index_select backward");
   });
