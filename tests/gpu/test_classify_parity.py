@@ -583,14 +583,17 @@ class TestGathers(ClassifyCase):
 
     def test_index_select_repeated(self):
         """Repeated indices accumulate in the backward: the same float32 sums as the CPU loop, bit for bit."""
-        cases = [(50, 3, 4000), (1000, 1001, 777), (7, 128, 1000), (1, 1, 5), (30, 1, 300), (50000, 3, 65537),
-                 (65, 64, 4096), (13, 17, 0)]
-        for rows_x, cols, n in cases:
+        # (rows_x, cols, n, step): indices are multiples of step, so with step > 1 some rows get none
+        # (rows_x <= n takes a block per destination row; those rows' blocks must leave dx alone)
+        cases = [(50, 3, 4000, 1), (1000, 1001, 777, 1), (7, 128, 1000, 1), (1, 1, 5, 1), (30, 1, 300, 1),
+                 (50000, 3, 65537, 1), (65, 64, 4096, 1), (13, 17, 0, 1), (100, 40, 300, 3), (64, 33, 64, 2)]
+        for rows_x, cols, n, step in cases:
             for dtype in self.dtypes():
-                with self.subTest(rows_x=rows_x, cols=cols, n=n, dtype=U.DTYPE_NAMES[dtype]), Scope() as s:
+                with self.subTest(rows_x=rows_x, cols=cols, n=n, step=step, dtype=U.DTYPE_NAMES[dtype]), Scope() as s:
                     x = self.randn(s, (rows_x, cols), dtype)
-                    hot = self.rng.randrange(rows_x)
-                    idx = [hot if self.rng.random() < 0.3 else self.rng.randrange(rows_x) for _ in range(n)]
+                    hot = step * self.rng.randrange((rows_x + step - 1) // step)
+                    idx = [hot if self.rng.random() < 0.3 else step * self.rng.randrange((rows_x + step - 1) // step)
+                           for _ in range(n)]
                     r_seed = self.rng.randrange(1 << 31)
                     ref = self.run_select(x, idx, MT_CPU, r_seed, True)
                     got = self.run_select(x, idx, GPU, r_seed, True)
