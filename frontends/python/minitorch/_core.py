@@ -91,6 +91,8 @@ def result_type(a, b):
 
 
 def _binary(fn, a, b):
+    if a.dtype is b.dtype:
+        return _new(fn, a, b)
     dt = result_type(a, b)
     return _new(fn, _cast(a, dt), _cast(b, dt))
 

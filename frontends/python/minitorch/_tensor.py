@@ -45,7 +45,7 @@ class Tensor(IndexingMixin, InplaceMixin):
     when it is garbage collected or at an explicit close() (also `with t: ...`).
     """
 
-    _h = None
+    _as_parameter_ = None         # the mt_tensor * (None once closed); what ctypes passes
     _shape = None
     _dtype = None
     _device = None
@@ -60,14 +60,19 @@ class Tensor(IndexingMixin, InplaceMixin):
     def _from_handle(cls, handle):
         """Wraps a handle, taking over the caller's one reference."""
         t = object.__new__(cls)
-        t._h = handle
+        t._as_parameter_ = handle
         return t
 
+    # The handle lives in _as_parameter_, the attribute ctypes reads for a Tensor argument (a
+    # plain instance attribute: a property there would cost a Python call per argument of every
+    # op); NULL once closed, which the library refuses with MT_ERR_INVALID_ARGUMENT.
     @property
-    def _as_parameter_(self):
-        """What ctypes passes for a Tensor argument: its mt_tensor * (NULL once closed, which
-        the library refuses with MT_ERR_INVALID_ARGUMENT)."""
-        return self._h
+    def _h(self):
+        return self._as_parameter_
+
+    @_h.setter
+    def _h(self, handle):
+        self._as_parameter_ = handle
 
     def close(self):
         """Releases the handle now; the tensor is unusable afterwards. Idempotent."""
@@ -80,9 +85,9 @@ class Tensor(IndexingMixin, InplaceMixin):
         return self._h is None
 
     def __del__(self, _release=lib.mt_tensor_release):
-        h = self._h
+        h = self._as_parameter_
         if h is not None:
-            self._h = None
+            self._as_parameter_ = None
             try:
                 _release(h)
             except Exception:
@@ -332,24 +337,24 @@ class Tensor(IndexingMixin, InplaceMixin):
     # -------------------------------------------------------------- operators
 
     def _add(self, other):
-        if _is_scalar(other):
-            return _new(lib.mt_add_scalar, _for_scalar(self, other), float(other))
         if isinstance(other, Tensor):
             return _binary(lib.mt_add, self, other)
+        if _is_scalar(other):
+            return _new(lib.mt_add_scalar, _for_scalar(self, other), float(other))
         return NotImplemented
 
     def _sub(self, other):
-        if _is_scalar(other):
-            return _new(lib.mt_add_scalar, _for_scalar(self, other), -float(other))
         if isinstance(other, Tensor):
             return _binary(lib.mt_sub, self, other)
+        if _is_scalar(other):
+            return _new(lib.mt_add_scalar, _for_scalar(self, other), -float(other))
         return NotImplemented
 
     def _mul(self, other):
-        if _is_scalar(other):
-            return _new(lib.mt_mul_scalar, _for_scalar(self, other), float(other))
         if isinstance(other, Tensor):
             return _binary(lib.mt_mul, self, other)
+        if _is_scalar(other):
+            return _new(lib.mt_mul_scalar, _for_scalar(self, other), float(other))
         return NotImplemented
 
     def _div(self, other):
