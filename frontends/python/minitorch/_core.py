@@ -15,11 +15,14 @@ Tensor = None
 # ------------------------------------------------------------------ handles
 
 
-def _new(fn, *args):
-    """Calls an mt_ function whose first parameter is mt_tensor **out; wraps the result."""
+def _new(fn, *args, _object_new=object.__new__):
+    """Calls an mt_ function whose first parameter is mt_tensor **out; wraps the result
+    (Tensor._from_handle, inlined: this is every op's path)."""
     out = c_void_p()
     fn(byref(out), *args)
-    return Tensor._from_handle(out.value)
+    t = _object_new(Tensor)
+    t._as_parameter_ = out.value
+    return t
 
 
 def _int64_array(values):
