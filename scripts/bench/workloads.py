@@ -16,6 +16,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import time
 from ctypes import byref, c_double, c_int64, c_void_p
 
@@ -302,8 +303,35 @@ def bench_small_op(ctx):
     if ctx.torch is not None:
         tx = ctx.torch.ones(4, device=ctx.tdev)
         t_ms = ctx.timer.torch_time(lambda: ctx.torch.add(tx, tx), iters, ctx.reps)
-    return [Row("one small add, per call (host path: Python ctypes -> ABI -> launch)", "[4] f32", mt_ms, t_ms,
+    rows = [Row("one small add, per call (host path: Python ctypes -> ABI -> launch)", "[4] f32", mt_ms, t_ms,
                 note="minitorch time includes ~1 µs of ctypes call overhead")]
+    pkg = _python_package()
+    if pkg is None:
+        rows.append(Row("one small add, per call (host path: the Python package, a + a)", "[4] f32",
+                        note="not run: frontends/python does not import"))
+        return rows
+    a = pkg.tensor([1.0, 2.0, 3.0, 4.0], device="cuda" if ctx.device == U.MT_CUDA else "cpu")
+    try:
+        pkg_ms = ctx.timer.mt(lambda: a + a, iters, ctx.reps)
+    finally:
+        a.close()
+    rows.append(Row("one small add, per call (host path: the Python package, a + a)", "[4] f32", pkg_ms, t_ms,
+                    note="PyTorch: the torch.add of the row above"))
+    return rows
+
+
+def _python_package():
+    """The minitorch Python package of this tree (frontends/python), on the library the
+    harness loaded; None if it does not import."""
+    os.environ.setdefault("MINITORCH_LIB", U.lib_path())
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "frontends", "python")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    try:
+        import minitorch
+    except Exception:  # noqa: BLE001 - any import failure means the row cannot run
+        return None
+    return minitorch
 
 
 def _torch_op_overhead(ctx, calls, runs):
