@@ -88,6 +88,7 @@ ARCHIVE  := $(BUILD)/libminitorch_static.a
 
 C_DEMOS  := $(patsubst frontends/c/%.c,$(BUILD)/%,$(wildcard frontends/c/*.c))
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+UNIT_OBJS := $(UNIT_SRCS:%.cpp=$(OBJ)/%.o)
 UNIT_BIN := $(BUILD)/unit_tests
 
 # Frontends with build steps of their own add rules in a fragment:
@@ -170,9 +171,12 @@ deps:
 	  else echo "missing $(DEPS_MISSING) and apt-get is unavailable: install them" >&2; exit 1; fi; \
 	fi
 
-$(UNIT_BIN): $(UNIT_SRCS) $(ARCHIVE) $(wildcard tests/unit/*.h)
+# One object per suite file, so that `make -j` compiles them side by side (as one g++ call
+# they were the longest serial step of a build), linked against the static archive.
+$(UNIT_OBJS): CXXFLAGS += -fvisibility=default
+$(UNIT_BIN): $(UNIT_OBJS) $(ARCHIVE)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -fvisibility=default $(UNIT_SRCS) -o $@ $(ARCHIVE) $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $(UNIT_OBJS) -o $@ $(ARCHIVE) $(LDLIBS)
 
 test-unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
