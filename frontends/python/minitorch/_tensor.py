@@ -84,7 +84,7 @@ class Tensor(IndexingMixin, InplaceMixin):
     def closed(self):
         return self._h is None
 
-    def __del__(self, _release=lib.mt_tensor_release):
+    def __del__(self, _release=lib.unchecked("mt_tensor_release")):
         h = self._as_parameter_
         if h is not None:
             self._as_parameter_ = None
