@@ -425,6 +425,114 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
   }
 }
 
+// (cluster, one exchange, persistent) ln_fwd_cluster1_kernel's scheme in a grid of resident
+// clusters that walk the rows (study variants 9 and 10): cluster c takes rows c, c + C, ... (C
+// clusters), and block `rank` always the same slice of each row, so it reads its slice of gamma
+// and beta once into shared memory (2 x PL packs a thread, each thread reading back only its
+// own) instead of once per row from L2: 8192 x 32768 float32 moves 3 GB through L2 per launch
+// with the per-row reads and 2 GB without. The row's pair exchange alternates between two slot
+// arrays: a block can be one row ahead of another of its cluster, never two (each exchange ends
+// in a cluster barrier). kPrefetch (variant 10): the next row's packs are loaded before this
+// row's reductions, so loads stay in flight through the barrier and the stores. Grid: at most
+// the resident clusters, times K; dynamic shared memory 2 * PL * kRowThreads packs.
+template <class T, int PL, bool kPrefetch>
+__global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
+    ln_fwd_persist_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                          int64_t rows, int64_t d, Compute<T> eps) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int kMaxK = 8;
+  constexpr int kStep = kRowThreads * N;        // elements between a thread's packs
+  constexpr int kSlice = kRowThreads * PL * N;  // elements per block
+  extern __shared__ __align__(16) unsigned char param_smem[];
+  Pack<T> *gb = reinterpret_cast<Pack<T> *>(param_smem);  // gamma's packs, then beta's
+  __shared__ A red[32];
+  __shared__ A pairs[2][2 * kMaxK];
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned K = cl.num_blocks(), rank = cl.block_rank();
+  const int64_t stride = gridDim.x / K;
+  const int64_t col = (int64_t)rank * kSlice + threadIdx.x * N;  // this thread's first column
+  // Every block of the cluster must have begun before any writes into another's shared memory.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    gb[k * kRowThreads + threadIdx.x] = pack_or(gamma, col + k * kStep, 1.f);
+    gb[(PL + k) * kRowThreads + threadIdx.x] = pack_or(beta, col + k * kStep, 0.f);
+  }
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  auto load = [&](Pack<T>(&v)[PL], int64_t r) {
+#pragma unroll
+    for (int k = 0; k < PL; ++k) v[k] = load128(x + r * d + col + k * kStep);
+  };
+  auto row = [&](const Pack<T>(&v)[PL], int64_t r, int it) {
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+    }
+    const A mb = block_allsum(s, red) / A(kSlice);
+    A q = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A c = to_compute(v[k].v[j]) - mb;
+        q += c * c;
+      }
+    }
+    q = block_allsum(q, red);
+    A *pr = pairs[it & 1];
+    cluster_share_pair(mb, q, pr, rank, K);
+    A m = 0;
+#pragma unroll 1
+    for (unsigned b = 0; b < K; ++b) m += pr[2 * b];
+    m /= A(K);
+    A ss = 0;
+#pragma unroll 1
+    for (unsigned b = 0; b < K; ++b) {
+      const A dm = pr[2 * b] - m;
+      ss += pr[2 * b + 1] + A(kSlice) * dm * dm;
+    }
+    const A rs = drsqrt(ss / A(d) + eps);
+    if (rank == 0 && threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const Pack<T> w = gb[k * kRowThreads + threadIdx.x], b = gb[(PL + k) * kRowThreads + threadIdx.x];
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+      store128(y + r * d + col + k * kStep, o);
+    }
+  };
+  int64_t r = blockIdx.x / K;
+  if constexpr (kPrefetch) {
+    Pack<T> va[PL], vb[PL];
+    if (r < rows) load(va, r);
+    for (int it = 0; r < rows; it += 2) {
+      const int64_t r1 = r + stride;
+      if (r1 < rows) load(vb, r1);
+      row(va, r, it);
+      if (r1 >= rows) break;
+      const int64_t r2 = r1 + stride;
+      if (r2 < rows) load(va, r2);
+      row(vb, r1, it + 1);
+      r = r2;
+    }
+  } else {
+    for (int it = 0; r < rows; r += stride, ++it) {
+      Pack<T> v[PL];
+      load(v, r);
+      row(v, r, it);
+    }
+  }
+}
+
 // One 16-byte pack of dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)) (+ dx_add),
 // from the pack's x and dy: c is its first column, i its first element; sg and sgx are the
 // two row means.
@@ -855,6 +963,17 @@ void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
   }
 }
 
+// A persistent cluster kernel (ln_fwd_persist_kernel) over `rows` rows: as many clusters of K
+// blocks as the GPU holds at once with `smem` bytes of dynamic shared memory a block, at most one
+// per row.
+template <auto Kernel, class... Args>
+cudaError_t launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args) {
+  if (smem > 48 * 1024 && !allow_smem<Kernel>(smem)) return cudaErrorInvalidValue;
+  const int64_t clusters = std::min<int64_t>(rows, resident_clusters<Kernel>(kRowThreads, K, smem));
+  return launch_cluster(Kernel, (unsigned)(clusters * K), kRowThreads, K, smem, c.stream,
+                        std::forward<Args>(args)...);
+}
+
 // One forward launch of study variant `variant` (0: the production choice, see the file's doc).
 // Returns false when the variant cannot take the shape: 1-6 need 16-byte rows and pointers and a 2-
 // or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5, 7 and 8 wider rows.
@@ -865,6 +984,8 @@ void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
 //         per lane) in ln_fwd_fit_kernel
 //   7, 8  clusters of 4 / 8 blocks per row with one cluster exchange (ln_fwd_cluster1_kernel), rows
 //         of exactly K x 256 threads x 1, 2, 4 or 8 packs
+//   9, 10 7's clusters of 4 in a persistent grid with gamma and beta in shared memory
+//         (ln_fwd_persist_kernel), 10 loading the next row before this row's reductions
 template <class T>
 bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma,
                   const T *beta, int64_t rows, int64_t d, double eps) {
@@ -909,7 +1030,7 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
       done = true;
     } else if (variant >= 4 && variant != 6 && vec && d > kWarpMaxCols) {
       constexpr int kMaxPL = 8;
-      const int K = variant == 4 || variant == 8 ? 8 : 4;
+      const int K = variant == 4 || variant == 8 ? 8 : 4;  // 9, 10: clusters of 4
       int64_t slice = 0;
       int PL = 0, threads = 0;
       if (!cluster_shape(d / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
@@ -920,9 +1041,15 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
         if (variant <= 5)
           MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
                                        y, mean, rstd, x, gamma, beta, d, (A)eps, slice));
-        else
+        else if (variant <= 8)
           MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster1_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
                                        y, mean, rstd, x, gamma, beta, d, (A)eps));
+        else if (variant == 9)
+          MT_CUDA_CHECK((launch_persist<ln_fwd_persist_kernel<T, kPL, false>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps)));
+        else
+          MT_CUDA_CHECK((launch_persist<ln_fwd_persist_kernel<T, kPL, true>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps)));
       });
       done = true;
     }
@@ -1221,7 +1348,7 @@ extern "C" MT_API int mt_study_layer_norm(void *y, void *mean, void *rstd, const
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_layer_norm", [&] {
-    check_variant(variant, 8);
+    check_variant(variant, 10);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows >= 0 && d >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, d=%lld)", (long long)rows,
              (long long)d);

@@ -11,7 +11,7 @@ GPU against the CPU reference backend in float64 (and against PyTorch where it i
   mt_study_softmax,     variants 0-12 on widths on both sides of 1024 (the warp / exact-fit / cluster
   mt_study_log_softmax  boundaries), odd widths (the vector variants must refuse), row counts that
                         leave the last block partly empty
-  mt_study_layer_norm   variants 0-8, with gamma and beta and without (NULL), y, mean and rstd
+  mt_study_layer_norm   variants 0-10, with gamma and beta and without (NULL), y, mean and rstd
 
   mt_study_cross_entropy variants 0-2: the mean loss and d/dlogits against the CPU's
                         mt_cross_entropy and its backward, widths with and without 16-byte rows
@@ -129,7 +129,7 @@ def layer_norm_takes(v, cols, dtype):
     if v == 3:
         return cols > 1024
     k = 8 if v in (4, 8) else 4
-    if v >= 7:  # one exchange: exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
+    if v >= 7:  # one exchange (9, 10: persistent): exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
         return cols > 1024 and any(packs_of(cols, elem) == k * 256 * pl for pl in (1, 2, 4, 8))
     return cols > 1024 and cluster_fits(cols, elem, k)
 
@@ -267,7 +267,7 @@ class TestBwVariants(CP.ClassifyCase):
                             m = math.fsum(row) / cols
                             mean_want.append(m)
                             rstd_want.append(1.0 / math.sqrt(math.fsum((a - m) ** 2 for a in row) / cols + eps))
-                        for v in range(9):
+                        for v in range(11):
                             with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, affine=affine,
                                               variant=v):
                                 y = self.nan_tensor(s, (rows, cols), dtype)
