@@ -24,8 +24,9 @@
 // reductions (mean, then the centred sum of squares: the two-pass variance, no cancellation),
 // so x is read from DRAM once: G <= 32 lanes per row (several rows per warp when G < 32) up to
 // d = 1024, a block per row up to 32768 (forward) or 16384 (backward, which holds x and dy);
-// on Hopper, float32 forward rows of exactly 4 x 256 x 8 packs (32768 columns) go to a cluster
-// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs.
+// on Hopper, float32 forward rows of exactly 4 x 256 x 8 packs (32768 columns) go to clusters
+// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs, in a
+// persistent grid whose blocks keep their slice of gamma and beta in shared memory.
 // Other shapes (d not a multiple of the pack, float64, wider rows) take a warp per row
 // (d <= 1024) or a block per row that reads the row again from global memory (mostly L2),
 // with 16-byte accesses where d and the pointers allow.
@@ -70,6 +71,7 @@ constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 
 constexpr int kFusedThreads = 256;     // largest block of the fused backward (dx with dgamma/dbeta)
 constexpr int kFusedMaxPL = 4;         // its packs per lane
 constexpr int kClusterFloats = 16;     // elements per thread of the cluster backward (PL * N)
+constexpr int kLnBwdStages = 2;        // rows of x and dy in shared memory a cluster-backward block holds
 
 // ---- math ---------------------------------------------------------------------------------
 
@@ -426,7 +428,7 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
 }
 
 // (cluster, one exchange, persistent) ln_fwd_cluster1_kernel's scheme in a grid of resident
-// clusters that walk the rows (study variants 9 and 10): cluster c takes rows c, c + C, ... (C
+// clusters that walk the rows (study variants 9 and 10; 10 is production's): cluster c takes rows c, c + C, ... (C
 // clusters), and block `rank` always the same slice of each row, so it reads its slice of gamma
 // and beta once into shared memory (2 x PL packs a thread, each thread reading back only its
 // own) instead of once per row from L2: 8192 x 32768 float32 moves 3 GB through L2 per launch
@@ -762,11 +764,15 @@ __global__ void __launch_bounds__(kFusedThreads)
 // x PL x blockDim.x 16-byte packs). The two row sums go over the cluster through distributed
 // shared memory, added in rank order; their slots alternate between two pairs, so one cluster
 // barrier per row is enough (a block writes a pair again only two rows later, after every block
-// has passed the barrier that follows the reads of it). Three blocks per SM (96 -> 80 registers,
+// has passed the barrier that follows the reads of it). S stages: rows r + Q ... r + (S - 1) Q are
+// in flight while row r is summed and written. S = 2 with three blocks per SM (96 -> 80 registers,
 // 3 x 64 KB of stages for f32 rows of 32768): 8192 x 32768 forward+backward on an H200 2.63 ms,
-// against 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead.
-template <class T, int PL>
-__global__ void __launch_bounds__(kFusedThreads, 3)
+// against 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead;
+// this kernel alone 1434 us there (2.2 TB/s, Nsight Compute: 45% of the stalls wait on the
+// stages). S = 3 with two blocks per SM (2 x 96 KB), 4 rows in flight per SM instead of 3, was
+// slower there: 1570 us. Production keeps S = 2 (kLnBwdStages).
+template <class T, int PL, int S>
+__global__ void __launch_bounds__(kFusedThreads, S == 2 ? 3 : 2)
     ln_bwd_cluster_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
                           const Compute<T> *rstd, const T *gamma, Compute<T> *pa, Compute<T> *pb, int64_t rows,
                           int64_t d, int64_t slice) {
@@ -799,17 +805,18 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
   for (int k = 0; k < PL; ++k)
 #pragma unroll
     for (int j = 0; j < N; ++j) sdx[k][j] = sd[k][j] = A(0);
-  fetch(0, q);
-  int s = 0;
-  for (int64_t r = q; r < rows; r += Q, s ^= 1) {
-    fetch(s ^ 1, r + Q);
+#pragma unroll
+  for (int k = 0; k < S - 1; ++k) fetch(k, q + k * Q);
+  int s = 0, it = 0;
+  for (int64_t r = q; r < rows; r += Q, s = s + 1 == S ? 0 : s + 1, ++it) {
+    fetch(s == 0 ? S - 1 : s - 1, r + (S - 1) * Q);  // the stage row r - Q used
     const A m = mean[r], rs = rstd[r];
-    cp_async_wait<1>();  // this row's copies have landed
+    cp_async_wait<S - 1>();  // this row's copies have landed
     A sg = 0, sgx = 0;
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
       ln_bwd_pack_sums(at(s, 0, k), at(s, 1, k), pack_or(gamma, p * N, 1.f), m, rs, sg, sgx, sdx[k], sd[k]);
     });
-    cluster_allsum2(sg, sgx, red, &slot[s][0]);
+    cluster_allsum2(sg, sgx, red, &slot[it & 1][0]);
     sg /= A(d);
     sgx /= A(d);
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
@@ -995,11 +1002,14 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
   // f32) 1.48x / 5.38x PyTorch at 65536 x 1024 / 262144 x 128 against 1.42x / 4.72x.
   if (variant == 0 && vec && d <= kWarpMaxCols && layer_norm_t<T>(c, 6, y, mean, rstd, x, gamma, beta, rows, d, eps))
     return true;
-  // From 32768 columns on Hopper, float32 rows that fit it exactly take clusters of 4 blocks
-  // with one exchange: bw_study.py (H200) 8192 x 32768 683.0 -> 571.7 us (75% -> 90% of copy)
-  // against the block-per-row kernel; the other widths and dtypes were not timed.
+  // From 32768 columns on Hopper, float32 rows that fit it exactly take persistent clusters of 4
+  // blocks with one exchange, gamma and beta read once into shared memory and the next row loaded
+  // early (variant 10): bw_study.py (H200) 8192 x 32768: the block-per-row kernel 683.0 us (75%
+  // of copy), clusters of 4 with one exchange (variant 7) 571.6 us (90%), variant 10 563.8 us
+  // (92%); the other widths and dtypes were not timed.
   if (variant == 0 && vec && sizeof(T) == 4 && d >= kFwdCachedMaxCols && c.cc_major >= 9 &&
-      layer_norm_t<T>(c, 7, y, mean, rstd, x, gamma, beta, rows, d, eps))
+      (layer_norm_t<T>(c, 10, y, mean, rstd, x, gamma, beta, rows, d, eps) ||
+       layer_norm_t<T>(c, 7, y, mean, rstd, x, gamma, beta, rows, d, eps)))
     return true;
   bool done = false;
   if constexpr (kVecType<T>) {
@@ -1218,10 +1228,11 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
     bool launched = false;
     dispatch_pl<kMaxPL>(PL, [&](auto pl) {
       constexpr int kPL = decltype(pl)::value;
-      constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL>;
-      const size_t smem = (size_t)2 * 2 * kPL * threads * sizeof(Pack<T>);
+      constexpr int kS = kLnBwdStages;
+      constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL, kS>;
+      const size_t smem = (size_t)kS * 2 * kPL * threads * sizeof(Pack<T>);
       // the stages need more than 48 KB: where the runtime refuses, the separate passes run
-      if (!allow_smem<kernel>((size_t)2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
+      if (!allow_smem<kernel>((size_t)kS * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
       const int64_t Q = std::min<int64_t>(rows, resident_clusters<kernel>(threads, K, smem));
       PoolBuffer partial(2 * Q * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + Q * d;
