@@ -145,6 +145,29 @@ __global__ void __launch_bounds__(THREADS) map_tile_kernel(T *out, const T *a, c
   map_packs<THREADS, UNROLL, ARITY == 2>(out, a, b, n, [&](T x, T y) { return map_one<T, ARITY>(fn, x, y); });
 }
 
+// out (n) = *src in every element: COPY_B of a single element (the gradient of a sum, spread back
+// over its input's shape). 16-byte stores over block-local tiles of kThreads x kUnroll packs, the
+// n % N elements after the last pack by the first threads of block 0; out 16-byte aligned. The
+// general broadcast kernel stored 4 bytes a thread after its index math: 36 us for 32M float32
+// on an H200 against a write-only 31 us.
+template <class T>
+__global__ void __launch_bounds__(kThreads) splat_kernel(T *out, const T *src, int64_t n) {
+  pdl_enter();
+  constexpr int N = Pack<T>::N;
+  const T v = *src;
+  Pack<T> p;
+#pragma unroll
+  for (int j = 0; j < N; ++j) p.v[j] = v;
+  const int64_t packs = n / N;
+  const int64_t base = (int64_t)blockIdx.x * (kThreads * kUnroll) + threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t i = base + (int64_t)u * kThreads;
+    if (i < packs) store128(out + i * N, p);
+  }
+  if (blockIdx.x == 0 && threadIdx.x < n - packs * N) out[packs * N + threadIdx.x] = v;
+}
+
 // The same map on a grid-stride grid: the path for pointers that are not 16-byte aligned
 // (VEC false: one element per step), and with VEC the earlier production walk the study
 // compares against (mt_study_relu): each thread's UNROLL packs a whole grid apart.
@@ -480,6 +503,14 @@ void launch_binary(Binary op, void *out, const void *a, const void *b, const Bro
     }
     const T *pa = static_cast<const T *>(a);
     const T *pb = static_cast<const T *>(b);
+    if (op == Binary::COPY_B && is_aligned16(out) &&
+        std::all_of(plan.b_stride, plan.b_stride + plan.ndim, [](int64_t st) { return st == 0; })) {
+      Context &c = context();
+      MT_CUDA_CHECK(launch_pdl_wide(c, splat_kernel<T>, dim3(tiles_of(plan.numel / Pack<T>::N, kThreads, kUnroll)),
+                                    kThreads, o, pb, plan.numel));
+      MT_CUDA_CHECK_LAUNCH("COPY_B");
+      return;
+    }
     switch (op) {
 #define MT_X(opname)                                                              \
   case Binary::opname:                                                            \

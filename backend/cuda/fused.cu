@@ -24,8 +24,9 @@
 // reductions (mean, then the centred sum of squares: the two-pass variance, no cancellation),
 // so x is read from DRAM once: G <= 32 lanes per row (several rows per warp when G < 32) up to
 // d = 1024, a block per row up to 32768 (forward) or 16384 (backward, which holds x and dy);
-// on Hopper, float32 forward rows of exactly 4 x 256 x 8 packs (32768 columns) go to a cluster
-// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs.
+// on Hopper, float32 forward rows of exactly 4 x 256 x 8 packs (32768 columns) go to clusters
+// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs, in a
+// persistent grid whose blocks keep their slice of gamma and beta in shared memory.
 // Other shapes (d not a multiple of the pack, float64, wider rows) take a warp per row
 // (d <= 1024) or a block per row that reads the row again from global memory (mostly L2),
 // with 16-byte accesses where d and the pointers allow.
@@ -70,6 +71,7 @@ constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 
 constexpr int kFusedThreads = 256;     // largest block of the fused backward (dx with dgamma/dbeta)
 constexpr int kFusedMaxPL = 4;         // its packs per lane
 constexpr int kClusterFloats = 16;     // elements per thread of the cluster backward (PL * N)
+constexpr int kLnBwdStages = 2;        // rows of x and dy in shared memory a cluster-backward block holds
 
 // ---- math ---------------------------------------------------------------------------------
 
@@ -425,6 +427,114 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
   }
 }
 
+// (cluster, one exchange, persistent) ln_fwd_cluster1_kernel's scheme in a grid of resident
+// clusters that walk the rows (study variants 9 and 10; 10 is production's): cluster c takes rows c, c + C, ... (C
+// clusters), and block `rank` always the same slice of each row, so it reads its slice of gamma
+// and beta once into shared memory (2 x PL packs a thread, each thread reading back only its
+// own) instead of once per row from L2: 8192 x 32768 float32 moves 3 GB through L2 per launch
+// with the per-row reads and 2 GB without. The row's pair exchange alternates between two slot
+// arrays: a block can be one row ahead of another of its cluster, never two (each exchange ends
+// in a cluster barrier). kPrefetch (variant 10): the next row's packs are loaded before this
+// row's reductions, so loads stay in flight through the barrier and the stores. Grid: at most
+// the resident clusters, times K; dynamic shared memory 2 * PL * kRowThreads packs.
+template <class T, int PL, bool kPrefetch>
+__global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
+    ln_fwd_persist_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
+                          int64_t rows, int64_t d, Compute<T> eps) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int kMaxK = 8;
+  constexpr int kStep = kRowThreads * N;        // elements between a thread's packs
+  constexpr int kSlice = kRowThreads * PL * N;  // elements per block
+  extern __shared__ __align__(16) unsigned char param_smem[];
+  Pack<T> *gb = reinterpret_cast<Pack<T> *>(param_smem);  // gamma's packs, then beta's
+  __shared__ A red[32];
+  __shared__ A pairs[2][2 * kMaxK];
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned K = cl.num_blocks(), rank = cl.block_rank();
+  const int64_t stride = gridDim.x / K;
+  const int64_t col = (int64_t)rank * kSlice + threadIdx.x * N;  // this thread's first column
+  // Every block of the cluster must have begun before any writes into another's shared memory.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    gb[k * kRowThreads + threadIdx.x] = pack_or(gamma, col + k * kStep, 1.f);
+    gb[(PL + k) * kRowThreads + threadIdx.x] = pack_or(beta, col + k * kStep, 0.f);
+  }
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  auto load = [&](Pack<T>(&v)[PL], int64_t r) {
+#pragma unroll
+    for (int k = 0; k < PL; ++k) v[k] = load128(x + r * d + col + k * kStep);
+  };
+  auto row = [&](const Pack<T>(&v)[PL], int64_t r, int it) {
+    A s = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
+    }
+    const A mb = block_allsum(s, red) / A(kSlice);
+    A q = 0;
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const A c = to_compute(v[k].v[j]) - mb;
+        q += c * c;
+      }
+    }
+    q = block_allsum(q, red);
+    A *pr = pairs[it & 1];
+    cluster_share_pair(mb, q, pr, rank, K);
+    A m = 0;
+#pragma unroll 1
+    for (unsigned b = 0; b < K; ++b) m += pr[2 * b];
+    m /= A(K);
+    A ss = 0;
+#pragma unroll 1
+    for (unsigned b = 0; b < K; ++b) {
+      const A dm = pr[2 * b] - m;
+      ss += pr[2 * b + 1] + A(kSlice) * dm * dm;
+    }
+    const A rs = drsqrt(ss / A(d) + eps);
+    if (rank == 0 && threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < PL; ++k) {
+      const Pack<T> w = gb[k * kRowThreads + threadIdx.x], b = gb[(PL + k) * kRowThreads + threadIdx.x];
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        o.v[j] = from_compute<T>((to_compute(v[k].v[j]) - m) * rs * to_compute(w.v[j]) + to_compute(b.v[j]));
+      store128(y + r * d + col + k * kStep, o);
+    }
+  };
+  int64_t r = blockIdx.x / K;
+  if constexpr (kPrefetch) {
+    Pack<T> va[PL], vb[PL];
+    if (r < rows) load(va, r);
+    for (int it = 0; r < rows; it += 2) {
+      const int64_t r1 = r + stride;
+      if (r1 < rows) load(vb, r1);
+      row(va, r, it);
+      if (r1 >= rows) break;
+      const int64_t r2 = r1 + stride;
+      if (r2 < rows) load(va, r2);
+      row(vb, r1, it + 1);
+      r = r2;
+    }
+  } else {
+    for (int it = 0; r < rows; r += stride, ++it) {
+      Pack<T> v[PL];
+      load(v, r);
+      row(v, r, it);
+    }
+  }
+}
+
 // One 16-byte pack of dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)) (+ dx_add),
 // from the pack's x and dy: c is its first column, i its first element; sg and sgx are the
 // two row means.
@@ -654,11 +764,15 @@ __global__ void __launch_bounds__(kFusedThreads)
 // x PL x blockDim.x 16-byte packs). The two row sums go over the cluster through distributed
 // shared memory, added in rank order; their slots alternate between two pairs, so one cluster
 // barrier per row is enough (a block writes a pair again only two rows later, after every block
-// has passed the barrier that follows the reads of it). Three blocks per SM (96 -> 80 registers,
+// has passed the barrier that follows the reads of it). S stages: rows r + Q ... r + (S - 1) Q are
+// in flight while row r is summed and written. S = 2 with three blocks per SM (96 -> 80 registers,
 // 3 x 64 KB of stages for f32 rows of 32768): 8192 x 32768 forward+backward on an H200 2.63 ms,
-// against 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead.
-template <class T, int PL>
-__global__ void __launch_bounds__(kFusedThreads, 3)
+// against 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead;
+// this kernel alone 1434 us there (2.2 TB/s, Nsight Compute: 45% of the stalls wait on the
+// stages). S = 3 with two blocks per SM (2 x 96 KB), 4 rows in flight per SM instead of 3, was
+// slower there: 1570 us. Production keeps S = 2 (kLnBwdStages).
+template <class T, int PL, int S>
+__global__ void __launch_bounds__(kFusedThreads, S == 2 ? 3 : 2)
     ln_bwd_cluster_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
                           const Compute<T> *rstd, const T *gamma, Compute<T> *pa, Compute<T> *pb, int64_t rows,
                           int64_t d, int64_t slice) {
@@ -691,17 +805,18 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
   for (int k = 0; k < PL; ++k)
 #pragma unroll
     for (int j = 0; j < N; ++j) sdx[k][j] = sd[k][j] = A(0);
-  fetch(0, q);
-  int s = 0;
-  for (int64_t r = q; r < rows; r += Q, s ^= 1) {
-    fetch(s ^ 1, r + Q);
+#pragma unroll
+  for (int k = 0; k < S - 1; ++k) fetch(k, q + k * Q);
+  int s = 0, it = 0;
+  for (int64_t r = q; r < rows; r += Q, s = s + 1 == S ? 0 : s + 1, ++it) {
+    fetch(s == 0 ? S - 1 : s - 1, r + (S - 1) * Q);  // the stage row r - Q used
     const A m = mean[r], rs = rstd[r];
-    cp_async_wait<1>();  // this row's copies have landed
+    cp_async_wait<S - 1>();  // this row's copies have landed
     A sg = 0, sgx = 0;
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
       ln_bwd_pack_sums(at(s, 0, k), at(s, 1, k), pack_or(gamma, p * N, 1.f), m, rs, sg, sgx, sdx[k], sd[k]);
     });
-    cluster_allsum2(sg, sgx, red, &slot[s][0]);
+    cluster_allsum2(sg, sgx, red, &slot[it & 1][0]);
     sg /= A(d);
     sgx /= A(d);
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
@@ -855,6 +970,17 @@ void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
   }
 }
 
+// A persistent cluster kernel (ln_fwd_persist_kernel) over `rows` rows: as many clusters of K
+// blocks as the GPU holds at once with `smem` bytes of dynamic shared memory a block, at most one
+// per row.
+template <auto Kernel, class... Args>
+cudaError_t launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args) {
+  if (smem > 48 * 1024 && !allow_smem<Kernel>(smem)) return cudaErrorInvalidValue;
+  const int64_t clusters = std::min<int64_t>(rows, resident_clusters<Kernel>(kRowThreads, K, smem));
+  return launch_cluster(Kernel, (unsigned)(clusters * K), kRowThreads, K, smem, c.stream,
+                        std::forward<Args>(args)...);
+}
+
 // One forward launch of study variant `variant` (0: the production choice, see the file's doc).
 // Returns false when the variant cannot take the shape: 1-6 need 16-byte rows and pointers and a 2-
 // or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5, 7 and 8 wider rows.
@@ -865,6 +991,8 @@ void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
 //         per lane) in ln_fwd_fit_kernel
 //   7, 8  clusters of 4 / 8 blocks per row with one cluster exchange (ln_fwd_cluster1_kernel), rows
 //         of exactly K x 256 threads x 1, 2, 4 or 8 packs
+//   9, 10 7's clusters of 4 in a persistent grid with gamma and beta in shared memory
+//         (ln_fwd_persist_kernel), 10 loading the next row before this row's reductions
 template <class T>
 bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma,
                   const T *beta, int64_t rows, int64_t d, double eps) {
@@ -874,11 +1002,14 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
   // f32) 1.48x / 5.38x PyTorch at 65536 x 1024 / 262144 x 128 against 1.42x / 4.72x.
   if (variant == 0 && vec && d <= kWarpMaxCols && layer_norm_t<T>(c, 6, y, mean, rstd, x, gamma, beta, rows, d, eps))
     return true;
-  // From 32768 columns on Hopper, float32 rows that fit it exactly take clusters of 4 blocks
-  // with one exchange: bw_study.py (H200) 8192 x 32768 683.0 -> 571.7 us (75% -> 90% of copy)
-  // against the block-per-row kernel; the other widths and dtypes were not timed.
+  // From 32768 columns on Hopper, float32 rows that fit it exactly take persistent clusters of 4
+  // blocks with one exchange, gamma and beta read once into shared memory and the next row loaded
+  // early (variant 10): bw_study.py (H200) 8192 x 32768: the block-per-row kernel 683.0 us (75%
+  // of copy), clusters of 4 with one exchange (variant 7) 571.6 us (90%), variant 10 563.8 us
+  // (92%); the other widths and dtypes were not timed.
   if (variant == 0 && vec && sizeof(T) == 4 && d >= kFwdCachedMaxCols && c.cc_major >= 9 &&
-      layer_norm_t<T>(c, 7, y, mean, rstd, x, gamma, beta, rows, d, eps))
+      (layer_norm_t<T>(c, 10, y, mean, rstd, x, gamma, beta, rows, d, eps) ||
+       layer_norm_t<T>(c, 7, y, mean, rstd, x, gamma, beta, rows, d, eps)))
     return true;
   bool done = false;
   if constexpr (kVecType<T>) {
@@ -909,7 +1040,7 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
       done = true;
     } else if (variant >= 4 && variant != 6 && vec && d > kWarpMaxCols) {
       constexpr int kMaxPL = 8;
-      const int K = variant == 4 || variant == 8 ? 8 : 4;
+      const int K = variant == 4 || variant == 8 ? 8 : 4;  // 9, 10: clusters of 4
       int64_t slice = 0;
       int PL = 0, threads = 0;
       if (!cluster_shape(d / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
@@ -920,9 +1051,15 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
         if (variant <= 5)
           MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
                                        y, mean, rstd, x, gamma, beta, d, (A)eps, slice));
-        else
+        else if (variant <= 8)
           MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster1_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
                                        y, mean, rstd, x, gamma, beta, d, (A)eps));
+        else if (variant == 9)
+          MT_CUDA_CHECK((launch_persist<ln_fwd_persist_kernel<T, kPL, false>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps)));
+        else
+          MT_CUDA_CHECK((launch_persist<ln_fwd_persist_kernel<T, kPL, true>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps)));
       });
       done = true;
     }
@@ -1091,10 +1228,11 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
     bool launched = false;
     dispatch_pl<kMaxPL>(PL, [&](auto pl) {
       constexpr int kPL = decltype(pl)::value;
-      constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL>;
-      const size_t smem = (size_t)2 * 2 * kPL * threads * sizeof(Pack<T>);
+      constexpr int kS = kLnBwdStages;
+      constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL, kS>;
+      const size_t smem = (size_t)kS * 2 * kPL * threads * sizeof(Pack<T>);
       // the stages need more than 48 KB: where the runtime refuses, the separate passes run
-      if (!allow_smem<kernel>((size_t)2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
+      if (!allow_smem<kernel>((size_t)kS * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
       const int64_t Q = std::min<int64_t>(rows, resident_clusters<kernel>(threads, K, smem));
       PoolBuffer partial(2 * Q * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + Q * d;
@@ -1221,7 +1359,7 @@ extern "C" MT_API int mt_study_layer_norm(void *y, void *mean, void *rstd, const
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_layer_norm", [&] {
-    check_variant(variant, 8);
+    check_variant(variant, 10);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows >= 0 && d >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, d=%lld)", (long long)rows,
              (long long)d);

@@ -59,6 +59,7 @@ namespace {
 using Act = Backend::Activation;
 
 constexpr int kFusionThreads = 256;    // bias_act blocks, warp-per-row blocks, dropout blocks
+constexpr int kBiasActRows = 4;        // rows a bias_act_kernel thread loads before its first store
 constexpr int kRowBlockThreads = 512;  // most threads of a block-per-row add_layer_norm
 constexpr int kMaxPacksPerLane = 8;
 
@@ -122,24 +123,40 @@ __global__ void __launch_bounds__(kFusionThreads)
     A b[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) b[j] = to_compute(bg.v[j]);
-#pragma unroll 4
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
-      const int64_t off = r * n + g * V;
-      const G xv = G::load(x + off);
+    const int64_t step = blockDim.y;
+    // One row's output from its loaded x (and dy) packs, its dy terms added to acc in row order.
+    auto row = [&](int64_t r, const G &xv, const G &dv) {
       G o;
       if constexpr (BWD) {
-        const G dv = G::load(dy + off);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           o.v[j] = from_compute<T>(F::grad(to_compute(xv.v[j]) + b[j], to_compute(dv.v[j])));
           acc[j] += to_compute(o.v[j]);
         }
-        if (out) o.store(out + off);
+        if (out) o.store(out + r * n + g * V);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) o.v[j] = from_compute<T>(F::value(to_compute(xv.v[j]) + b[j]));
-        o.store(out + off);
+        o.store(out + r * n + g * V);
       }
+    };
+    // kBiasActRows rows at a time: every load of the batch is issued before the first store
+    // (the compiler may not move a load of x or dy above a store to out, which could alias it).
+    int64_t r = r0 + threadIdx.y;
+    for (; r + (kBiasActRows - 1) * step < r1; r += kBiasActRows * step) {
+      G xv[kBiasActRows], dv[kBiasActRows];
+#pragma unroll
+      for (int u = 0; u < kBiasActRows; ++u) {
+        xv[u] = G::load(x + (r + u * step) * n + g * V);
+        if constexpr (BWD) dv[u] = G::load(dy + (r + u * step) * n + g * V);
+      }
+#pragma unroll
+      for (int u = 0; u < kBiasActRows; ++u) row(r + u * step, xv[u], dv[u]);
+    }
+    for (; r < r1; r += step) {
+      G dv{};
+      if constexpr (BWD) dv = G::load(dy + r * n + g * V);
+      row(r, G::load(x + r * n + g * V), dv);
     }
   }
   if constexpr (BWD) {
@@ -400,17 +417,17 @@ bool packs_fit(int64_t n, std::initializer_list<const void *> ptrs) {
 }
 
 // The bias_act grid: (TX, TY) threads over `groups` column groups and the rows in `chunks` chunks
-// of `chunk` rows, about one wave of blocks. Depends only on the shape and the SM count, so the
-// backward's sums come in the same order on every run.
+// of `chunk` rows, about one wave of blocks (`per_sm` of the kernel fit on an SM). Depends only on
+// the shape, the kernel and the device, so the backward's sums come in the same order on every run.
 struct BiasActShape {
   dim3 block, grid;
   int64_t chunk = 1, chunks = 1;
 };
-BiasActShape bias_act_shape(const Context &c, int64_t rows, int64_t groups) {
+BiasActShape bias_act_shape(const Context &c, int64_t rows, int64_t groups, int per_sm) {
   BiasActShape s;
   const int tx = groups >= 32 ? 32 : next_pow2(groups), ty = kFusionThreads / tx;
   const int64_t tiles = (groups + tx - 1) / tx;
-  const int64_t want = std::max<int64_t>(1, (int64_t)c.sm_count * (2048 / kFusionThreads) / tiles);
+  const int64_t want = std::max<int64_t>(1, (int64_t)c.sm_count * per_sm / tiles);
   s.chunks = std::min<int64_t>({want, (rows + ty - 1) / ty, 65535});
   s.chunk = (rows + s.chunks - 1) / s.chunks;
   s.chunks = (rows + s.chunk - 1) / s.chunk;
@@ -448,29 +465,30 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
     MT_CUDA_CHECK_LAUNCH("bias_act");
     return;
   }
-  const BiasActShape s = bias_act_shape(c, rows, groups);
-  auto launch = [&](A *partial) {
-    with_act(act, [&](auto a) {
-      constexpr Act ACT = decltype(a)::value;
-      if (vec)
-        bias_act_kernel<T, ACT, N, BWD>
-            <<<s.grid, s.block, 0, c.stream>>>(out, partial, x, bias, dy, rows, groups, s.chunk);
-      else
-        bias_act_kernel<T, ACT, 1, BWD>
-            <<<s.grid, s.block, 0, c.stream>>>(out, partial, x, bias, dy, rows, groups, s.chunk);
-    });
-    MT_CUDA_CHECK_LAUNCH(BWD ? "bias_act backward" : "bias_act");
-  };
-  if (!BWD || !dbias) {
-    launch(nullptr);
-    return;
-  }
-  PoolBuffer partial(s.chunks * n * (int64_t)sizeof(A));
-  launch(partial.as<A>());
-  MT_CHECK((n + 31) / 32 <= INT_MAX, INVALID_ARGUMENT, "cuda bias_act backward: n %lld is too large", (long long)n);
-  column_total_kernel<T><<<(unsigned)((n + 31) / 32), dim3(32, kTotalSplit), 0, c.stream>>>(dbias, partial.as<A>(),
-                                                                                          s.chunks, n);
-  MT_CUDA_CHECK_LAUNCH("bias_act backward (dbias)");
+  with_act(act, [&](auto a) {
+    constexpr Act ACT = decltype(a)::value;
+    auto run = [&](auto kernel_constant) {
+      constexpr auto kernel = decltype(kernel_constant)::value;
+      const BiasActShape s = bias_act_shape(c, rows, groups, resident_blocks_per_sm<kernel>(kFusionThreads));
+      if (!BWD || !dbias) {
+        kernel<<<s.grid, s.block, 0, c.stream>>>(out, nullptr, x, bias, dy, rows, groups, s.chunk);
+        MT_CUDA_CHECK_LAUNCH(BWD ? "bias_act backward" : "bias_act");
+        return;
+      }
+      PoolBuffer partial(s.chunks * n * (int64_t)sizeof(A));
+      kernel<<<s.grid, s.block, 0, c.stream>>>(out, partial.as<A>(), x, bias, dy, rows, groups, s.chunk);
+      MT_CUDA_CHECK_LAUNCH("bias_act backward");
+      MT_CHECK((n + 31) / 32 <= INT_MAX, INVALID_ARGUMENT, "cuda bias_act backward: n %lld is too large",
+               (long long)n);
+      column_total_kernel<T><<<(unsigned)((n + 31) / 32), dim3(32, kTotalSplit), 0, c.stream>>>(
+          dbias, partial.as<A>(), s.chunks, n);
+      MT_CUDA_CHECK_LAUNCH("bias_act backward (dbias)");
+    };
+    if (vec)
+      run(std::integral_constant<decltype(&bias_act_kernel<T, ACT, N, BWD>), &bias_act_kernel<T, ACT, N, BWD>>{});
+    else
+      run(std::integral_constant<decltype(&bias_act_kernel<T, ACT, 1, BWD>), &bias_act_kernel<T, ACT, 1, BWD>>{});
+  });
 }
 
 template <class T>

@@ -203,8 +203,9 @@ __global__ void __launch_bounds__(kThreads) reduce_cols_kernel(TOut *out, const 
 __device__ unsigned int g_sum_ticket = 0;
 
 // *out = scale * sum(x[0, n)) (+ beta * *out). x 16-byte aligned; partial holds gridDim.x
-// accumulators. The grid is fixed by n and the GPU, and the last block adds the partials in
-// block order, so a given size gives the same bits on every run. CS: streaming loads.
+// accumulators (unused, and may be null, for a grid of one block, which writes *out itself).
+// The grid is fixed by n and the GPU, and the last block adds the partials in block order, so
+// a given size gives the same bits on every run. CS: streaming loads.
 template <class T, int UNROLL, bool CS>
 __global__ void __launch_bounds__(kThreads) sum_onepass_kernel(T *out, Compute<T> *partial, const T *x, int64_t n,
                                                                Compute<T> scale, Compute<T> beta) {
@@ -239,6 +240,10 @@ __global__ void __launch_bounds__(kThreads) sum_onepass_kernel(T *out, Compute<T
 #pragma unroll
   for (int u = 1; u < UNROLL; ++u) s += acc[u];
   s = block_sum(s);
+  if (gridDim.x == 1) {  // the whole sum in one block: no partials, no ticket
+    if (threadIdx.x == 0) write_out(out, s, scale, beta);
+    return;
+  }
   if (threadIdx.x == 0) {
     partial[blockIdx.x] = s;
     __threadfence();  // the partial is visible before the ticket says so
@@ -379,8 +384,12 @@ void sum_onepass(T *out, const T *x, int64_t n, Compute<T> scale = Compute<T>(1)
   Context &c = context();
   constexpr auto kernel = sum_onepass_kernel<T, UNROLL, CS>;
   const unsigned grid = wave_grid<kernel>(c.sm_count, n / Pack<T>::N, (int64_t)kThreads * UNROLL, kThreads);
-  PoolBuffer partial((int64_t)grid * (int64_t)sizeof(Acc));
-  kernel<<<grid, kThreads, 0, c.stream>>>(out, partial.as<Acc>(), x, n, scale, beta);
+  if (grid == 1) {  // a small sum (a loss, a norm): no scratch, so no pool calls beside the launch
+    kernel<<<1, kThreads, 0, c.stream>>>(out, nullptr, x, n, scale, beta);
+  } else {
+    PoolBuffer partial((int64_t)grid * (int64_t)sizeof(Acc));
+    kernel<<<grid, kThreads, 0, c.stream>>>(out, partial.as<Acc>(), x, n, scale, beta);
+  }
   MT_CUDA_CHECK_LAUNCH("sum_onepass");
 }
 

@@ -7,7 +7,7 @@ against PyTorch, in one process on one GPU.
   python3 scripts/bench/bw_study.py --write FILE         ... and written to FILE as markdown
 Options: --ops relu,gelu,gelu_bwd,sum,softmax,log_softmax,layer_norm, --dtype f32|f16|bf16, --reps N (timed
 launches per variant, median, default 30), --bufs N (input buffers rotated over, default 3),
---quick (only the largest shape of each op).
+--quick (only the largest shape of each op), --no-affine (layer_norm without gamma and beta).
 
 Variants (the mt_study_* hooks, internal to libminitorch.so, not in abi/minitorch.h; the variant
 lists and what each adds are documented beside each hook):
@@ -19,7 +19,7 @@ lists and what each adds are documented beside each hook):
   sum          backend/cuda/reduce.cu       mt_study_sum          0..4
   softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..12 (1, naive, is skipped)
   log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
-  layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..8
+  layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..10
   cross_entropy backend/cuda/classify.cu    mt_study_cross_entropy 0..2: forward + backward (mean
                                                                   loss, dloss 1) against
                                                                   F.cross_entropy(x, t).backward()
@@ -72,10 +72,11 @@ OPS = {
                  6: ">=2 packs/lane, exp kept", 7: ">=4 packs/lane, exp kept", 8: "exact fit, >=4 packs/lane",
                  9: "cluster of 8", 10: "cluster of 4", 11: "cluster of 4, one exchange",
                  12: "cluster of 8, one exchange"}),
-    "layer_norm": ("mt_study_layer_norm", list(range(9)),
+    "layer_norm": ("mt_study_layer_norm", list(range(11)),
                    {0: "production", 1: ">=2 packs/lane", 2: ">=4 packs/lane", 3: "block, L2 re-read",
                     4: "cluster of 8", 5: "cluster of 4", 6: "exact fit, >=4 packs/lane",
-                    7: "cluster of 4, one exchange", 8: "cluster of 8, one exchange"}),
+                    7: "cluster of 4, one exchange", 8: "cluster of 8, one exchange",
+                    9: "persistent clusters of 4, gamma/beta in smem", 10: "9 + next row loaded early"}),
 }
 OPS["log_softmax"] = ("mt_study_log_softmax",) + OPS["softmax"][1:]
 OPS["gelu_bwd"] = OPS["gelu"]
@@ -92,6 +93,7 @@ def parse_args(argv):
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--bufs", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="only the largest shape of each op")
+    ap.add_argument("--no-affine", action="store_true", help="layer_norm without gamma and beta")
     ap.add_argument("--write", metavar="FILE", default=None, help="write the table as markdown to FILE")
     return ap.parse_args(argv)
 
@@ -209,13 +211,14 @@ def main(argv):
             rows = 1 if flat else shape[0]
             cols = numel if flat else shape[1]
             dys = [torch.randn(*shape, device="cuda").to(tdt) for _ in range(args.bufs)] if op == "gelu_bwd" else None
-            w = (torch.randn(cols, device="cuda") * 0.5 + 1).to(tdt) if op == "layer_norm" else None
+            affine = op == "layer_norm" and not args.no_affine
+            w = (torch.randn(cols, device="cuda") * 0.5 + 1).to(tdt) if affine else None
             if op == "cross_entropy":
                 tgt = [torch.randint(0, cols, (rows,), device="cuda") for _ in range(args.bufs)]
                 ce_lse = torch.empty(rows, device="cuda", dtype=tdt)
                 ce_loss = torch.empty(1, device="cuda", dtype=tdt)
                 ce_one = torch.ones(1, device="cuda", dtype=tdt)
-            b = (torch.randn(cols, device="cuda") * 0.5).to(tdt) if op == "layer_norm" else None
+            b = (torch.randn(cols, device="cuda") * 0.5).to(tdt) if affine else None
             stats = [(torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")) for _ in range(args.bufs)]
             if op == "relu":
                 tfn = lambda i: torch.relu(xs[i])  # noqa: E731
@@ -249,7 +252,8 @@ def main(argv):
             else:
                 tfn = lambda i: torch.nn.functional.layer_norm(xs[i], (cols,), w, b, 1e-5)  # noqa: E731
                 xd = xs[0].double()
-                ref = torch.nn.functional.layer_norm(xd, (cols,), w.double(), b.double(), 1e-5)
+                ref = torch.nn.functional.layer_norm(xd, (cols,), w.double() if affine else None,
+                                                     b.double() if affine else None, 1e-5)
                 ref_mean = xd.mean(-1)
                 ref_rstd = 1 / torch.sqrt(xd.var(-1, unbiased=False) + 1e-5)
             torch_us = timer.time(tfn, args.bufs)
@@ -271,8 +275,8 @@ def main(argv):
                     return hook(ce_loss.data_ptr(), ce_lse.data_ptr(), y, x, tgt[i].data_ptr(), ce_one.data_ptr(),
                                 rows, cols, code, v)
                 if op == "layer_norm":
-                    return hook(y, stats[i][0].data_ptr(), stats[i][1].data_ptr(), x, w.data_ptr(), b.data_ptr(),
-                                rows, cols, 1e-5, code, v)
+                    return hook(y, stats[i][0].data_ptr(), stats[i][1].data_ptr(), x, w.data_ptr() if affine else None,
+                                b.data_ptr() if affine else None, rows, cols, 1e-5, code, v)
                 return hook(y, x, rows, cols, code, v)
 
             best_v = None

@@ -11,7 +11,9 @@ GPU against the CPU reference backend in float64 (and against PyTorch where it i
   mt_study_softmax,     variants 0-12 on widths on both sides of 1024 (the warp / exact-fit / cluster
   mt_study_log_softmax  boundaries), odd widths (the vector variants must refuse), row counts that
                         leave the last block partly empty
-  mt_study_layer_norm   variants 0-8, with gamma and beta and without (NULL), y, mean and rstd
+  mt_study_layer_norm   variants 0-10, with gamma and beta and without (NULL), y, mean and rstd;
+                        the persistent variants 9 and 10 also over row counts well beyond the
+                        clusters the GPU holds at once
 
   mt_study_cross_entropy variants 0-2: the mean loss and d/dlogits against the CPU's
                         mt_cross_entropy and its backward, widths with and without 16-byte rows
@@ -129,7 +131,7 @@ def layer_norm_takes(v, cols, dtype):
     if v == 3:
         return cols > 1024
     k = 8 if v in (4, 8) else 4
-    if v >= 7:  # one exchange: exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
+    if v >= 7:  # one exchange (9, 10: persistent): exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
         return cols > 1024 and any(packs_of(cols, elem) == k * 256 * pl for pl in (1, 2, 4, 8))
     return cols > 1024 and cluster_fits(cols, elem, k)
 
@@ -267,7 +269,7 @@ class TestBwVariants(CP.ClassifyCase):
                             m = math.fsum(row) / cols
                             mean_want.append(m)
                             rstd_want.append(1.0 / math.sqrt(math.fsum((a - m) ** 2 for a in row) / cols + eps))
-                        for v in range(9):
+                        for v in range(11):
                             with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, affine=affine,
                                               variant=v):
                                 y = self.nan_tensor(s, (rows, cols), dtype)
@@ -286,6 +288,39 @@ class TestBwVariants(CP.ClassifyCase):
                                 self.assertRel(host(y), want, tol, "layer_norm y vs cpu")
                                 self.assertRel(host(mean), mean_want, max(tol, 1e-5), "mean vs cpu")
                                 self.assertRel(host(rstd), rstd_want, max(tol, 1e-5), "rstd vs cpu")
+
+    def test_layer_norm_persistent_rows(self):
+        """Variants 9 and 10 (10 is production's at 32768 float32 columns on Hopper) walk the rows
+        in a grid of resident clusters: row counts several times the clusters an H100 or H200
+        holds (132 SMs x 2 to 4 blocks / 4 blocks a cluster), odd so that some cluster's last
+        pair of rows is cut short, must give every row's y, mean and rstd."""
+        eps = 1e-5
+        for dtype, rows, cols in ((MT_F32, 601, 8192), (MT_F32, 267, 32768), (MT_BF16, 601, 8192)):
+            with Scope() as s:
+                xd, xr = self.device_input(s, (rows, cols), dtype)
+                gd, gr = self.device_input(s, (cols,), dtype, 0.5)
+                bd, br = self.device_input(s, (cols,), dtype, 0.5)
+                want = host(s(U.call("mt_layer_norm", xr, gr, br, c_double(eps))))
+                xs = host(xr)
+                mean_want, rstd_want = [], []
+                for r in range(rows):
+                    row = xs[r * cols:(r + 1) * cols]
+                    m = math.fsum(row) / cols
+                    mean_want.append(m)
+                    rstd_want.append(1.0 / math.sqrt(math.fsum((a - m) ** 2 for a in row) / cols + eps))
+                for v in (0, 9, 10):
+                    with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, variant=v):
+                        y = self.nan_tensor(s, (rows, cols), dtype)
+                        mean = self.nan_tensor(s, (rows,), MT_F32)
+                        rstd = self.nan_tensor(s, (rows,), MT_F32)
+                        st = HOOKS["mt_study_layer_norm"](self.ptr(y), self.ptr(mean), self.ptr(rstd), self.ptr(xd),
+                                                          self.ptr(gd), self.ptr(bd), rows, cols, eps, dtype, v)
+                        self.assertEqual(st, MT_OK, U.last_error())
+                        self.assertStatus(LIB.mt_synchronize(), MT_OK)
+                        tol = tol_for(dtype, True)
+                        self.assertRel(host(y), want, tol, "layer_norm y vs cpu")
+                        self.assertRel(host(mean), mean_want, max(tol, 1e-5), "mean vs cpu")
+                        self.assertRel(host(rstd), rstd_want, max(tol, 1e-5), "rstd vs cpu")
 
     def test_cross_entropy(self):
         for dtype in (MT_F32, MT_F16, MT_BF16):

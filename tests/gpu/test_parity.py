@@ -328,6 +328,24 @@ class TestDeviceParity(ParityCase):
             s = self.keep(U.call("mt_sum", blob))
             self.assertRel([U.item_of(s)], [math.fsum(want)], 1e-4, "sum of a blob tensor")
 
+    def test_sum_gradient_spread_over_any_size(self):
+        """The gradient of a sum is its scalar spread over the input (a broadcast of one element,
+        16-byte stores with a tail): sizes below, at and past a pack and a tile, 2-D, both dtypes.
+        d sum(x * w) / dx = w everywhere; the weight w is drawn, so a stale or zero element fails."""
+        for dtype in self.dtypes():
+            for shape in ((1,), (3,), (4,), (5,), (7,), (9,), (1023,), (1025,), (3, 5), (257, 2049)):
+                x = self.keep(U.call("mt_tensor_randn", U.shape_array(shape), len(shape), c_int64(9), dtype, GPU))
+                U.set_requires_grad(x, 1)
+                w = self.keep(U.call("mt_tensor_randn", U.shape_array(()), 0, c_int64(10), dtype, GPU))
+                s = self.keep(U.call("mt_sum", x))
+                loss = self.keep(U.call("mt_mul", s, w))
+                self.assertStatus(LIB.mt_backward(loss), MT_OK)
+                g = self.keep(U.call("mt_tensor_grad", x))
+                want = host_array(w)[0]
+                got = host_array(g)
+                self.assertEqual(len(got), math.prod(shape))
+                self.assertEqual(set(got), {want}, "%s %s" % (U.DTYPE_NAMES[dtype], shape))
+
     def test_sgd_parity(self):
         """The fused SGD step on the device against the CPU (and torch.optim.SGD)."""
         shapes = [(1000, 1001), (33,), (7, 5), (1,)]
