@@ -354,6 +354,42 @@ __global__ void __launch_bounds__(kRowThreads)
   cl.sync();  // no block leaves while another may still read its slots
 }
 
+// The row statistics of the one-exchange cluster forward (ln_fwd_cluster1_kernel,
+// ln_fwd_persist_kernel) from this block's PL packs v of the row and their sum s: the block's
+// mean m_b and centred sum of squares q_b (kSlice elements), pushed to every block of the cluster
+// (pairs: 2 K slots), then the K pairs merged in rank order into the row's mean m and rstd rs.
+template <class T, int PL>
+__device__ __forceinline__ void ln_cluster1_stats(const Pack<T> (&v)[PL], Compute<T> s, Compute<T> *red,
+                                                  Compute<T> *pairs, unsigned rank, unsigned K, int64_t d,
+                                                  Compute<T> eps, Compute<T> &m, Compute<T> &rs) {
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int kSlice = kRowThreads * PL * N;
+  const A mb = block_allsum(s, red) / A(kSlice);
+  A q = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const A c = to_compute(v[k].v[j]) - mb;
+      q += c * c;
+    }
+  }
+  q = block_allsum(q, red);
+  cluster_share_pair(mb, q, pairs, rank, K);
+  m = 0;
+#pragma unroll 1
+  for (unsigned b = 0; b < K; ++b) m += pairs[2 * b];
+  m /= A(K);
+  A ss = 0;
+#pragma unroll 1
+  for (unsigned b = 0; b < K; ++b) {
+    const A dm = pairs[2 * b] - m;
+    ss += pairs[2 * b + 1] + A(kSlice) * dm * dm;
+  }
+  rs = drsqrt(ss / A(d) + eps);
+}
+
 // (cluster, one exchange) Forward split over a cluster of K blocks per row with one cluster barrier
 // per row (study variants 7, 8; softmax.cu's softmax_cluster1_kernel): rows of exactly K blocks x
 // kRowThreads threads x PL packs. Each block takes the mean m_b of its slice and the centred sum
@@ -389,29 +425,8 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
 #pragma unroll
     for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
   }
-  const A mb = block_allsum(s, red) / A(kSlice);
-  A q = 0;
-#pragma unroll
-  for (int k = 0; k < PL; ++k) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const A c = to_compute(v[k].v[j]) - mb;
-      q += c * c;
-    }
-  }
-  q = block_allsum(q, red);
-  cluster_share_pair(mb, q, pairs, rank, K);
-  A m = 0;
-#pragma unroll 1
-  for (unsigned b = 0; b < K; ++b) m += pairs[2 * b];
-  m /= A(K);
-  A ss = 0;
-#pragma unroll 1
-  for (unsigned b = 0; b < K; ++b) {
-    const A dm = pairs[2 * b] - m;
-    ss += pairs[2 * b + 1] + A(kSlice) * dm * dm;
-  }
-  const A rs = drsqrt(ss / A(d) + eps);
+  A m, rs;
+  ln_cluster1_stats<T, PL>(v, s, red, pairs, rank, K, d, eps, m, rs);
   if (rank == 0 && threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;
@@ -474,30 +489,8 @@ __global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
 #pragma unroll
       for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
     }
-    const A mb = block_allsum(s, red) / A(kSlice);
-    A q = 0;
-#pragma unroll
-    for (int k = 0; k < PL; ++k) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const A c = to_compute(v[k].v[j]) - mb;
-        q += c * c;
-      }
-    }
-    q = block_allsum(q, red);
-    A *pr = pairs[it & 1];
-    cluster_share_pair(mb, q, pr, rank, K);
-    A m = 0;
-#pragma unroll 1
-    for (unsigned b = 0; b < K; ++b) m += pr[2 * b];
-    m /= A(K);
-    A ss = 0;
-#pragma unroll 1
-    for (unsigned b = 0; b < K; ++b) {
-      const A dm = pr[2 * b] - m;
-      ss += pr[2 * b + 1] + A(kSlice) * dm * dm;
-    }
-    const A rs = drsqrt(ss / A(d) + eps);
+    A m, rs;
+    ln_cluster1_stats<T, PL>(v, s, red, pairs[it & 1], rank, K, d, eps, m, rs);
     if (rank == 0 && threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = rs;

@@ -117,6 +117,17 @@ def softmax_takes(v, cols, dtype):
     return cols > 1024 and cluster_fits(cols, elem, k)
 
 
+def row_stats(xs, rows, cols, eps):
+    """Each row's mean and 1 / sqrt(biased variance + eps) of the flat values xs, in float64 sums."""
+    mean, rstd = [], []
+    for r in range(rows):
+        row = xs[r * cols:(r + 1) * cols]
+        m = math.fsum(row) / cols
+        mean.append(m)
+        rstd.append(1.0 / math.sqrt(math.fsum((a - m) ** 2 for a in row) / cols + eps))
+    return mean, rstd
+
+
 def layer_norm_takes(v, cols, dtype):
     elem = U.DTYPE_SIZES[dtype]
     vec = dtype != MT_F64 and (cols * elem) % 16 == 0
@@ -262,13 +273,7 @@ class TestBwVariants(CP.ClassifyCase):
                             gd, gr = self.device_input(s, (cols,), dtype, 0.5)
                             bd, br = self.device_input(s, (cols,), dtype, 0.5)
                         want = host(s(U.call("mt_layer_norm", xr, gr, br, c_double(eps))))
-                        xs = host(xr)
-                        mean_want, rstd_want = [], []
-                        for r in range(rows):
-                            row = xs[r * cols:(r + 1) * cols]
-                            m = math.fsum(row) / cols
-                            mean_want.append(m)
-                            rstd_want.append(1.0 / math.sqrt(math.fsum((a - m) ** 2 for a in row) / cols + eps))
+                        mean_want, rstd_want = row_stats(host(xr), rows, cols, eps)
                         for v in range(11):
                             with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, affine=affine,
                                               variant=v):
@@ -301,13 +306,7 @@ class TestBwVariants(CP.ClassifyCase):
                 gd, gr = self.device_input(s, (cols,), dtype, 0.5)
                 bd, br = self.device_input(s, (cols,), dtype, 0.5)
                 want = host(s(U.call("mt_layer_norm", xr, gr, br, c_double(eps))))
-                xs = host(xr)
-                mean_want, rstd_want = [], []
-                for r in range(rows):
-                    row = xs[r * cols:(r + 1) * cols]
-                    m = math.fsum(row) / cols
-                    mean_want.append(m)
-                    rstd_want.append(1.0 / math.sqrt(math.fsum((a - m) ** 2 for a in row) / cols + eps))
+                mean_want, rstd_want = row_stats(host(xr), rows, cols, eps)
                 for v in (0, 9, 10):
                     with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, variant=v):
                         y = self.nan_tensor(s, (rows, cols), dtype)
