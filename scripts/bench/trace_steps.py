@@ -10,7 +10,6 @@ step), the kernels' summed time, the idle rest, and a line per kernel name (laun
 mean µs). Needs a CUDA build (MINITORCH_LIB) and PyTorch with CUDA.
 """
 import argparse
-import collections
 import json
 import os
 import sys
@@ -30,28 +29,28 @@ def parse_args(argv):
 
 
 class Ctx:
-    device = None  # set to U.MT_CUDA in main
+    """What the benchmark's input makers read of run.py's context: the device."""
+    def __init__(self, device):
+        self.device = device
 
 
-def steps_of(names, U, W, T):
-    """(label, make_inputs, step, release) for each requested step and shape."""
-    ctx = Ctx()
-    ctx.device = U.MT_CUDA
+def steps_of(names, T):
+    """(label, input shapes, mt_ function, its extra arguments) for each requested step and shape."""
     out = []
     for name in names:
         if name == "bias-gelu-bwd":
             for r, c in T.FUSION_SHAPES:
-                out.append(("bias+GELU fwd+bwd %dx%d" % (r, c), ctx, [(r, c), (c,)], "mt_bias_act", (2,)))
+                out.append(("bias+GELU fwd+bwd %dx%d" % (r, c), [(r, c), (c,)], "mt_bias_act", (2,)))
         elif name == "add-ln-bwd":
             for r, c in T.FUSION_SHAPES:
-                out.append(("add+LN fwd+bwd %dx%d" % (r, c), ctx, [(r, c), (r, c), (c,), (c,)], "mt_add_layer_norm",
+                out.append(("add+LN fwd+bwd %dx%d" % (r, c), [(r, c), (r, c), (c,), (c,)], "mt_add_layer_norm",
                             (c_double(T.LN_EPS),)))
         elif name == "ln-bwd":
             for r, c in ((65536, 1024), (8192, 32768)):
-                out.append(("LN fwd+bwd %dx%d" % (r, c), ctx, [(r, c), (c,), (c,)], "mt_layer_norm",
+                out.append(("LN fwd+bwd %dx%d" % (r, c), [(r, c), (c,), (c,)], "mt_layer_norm",
                             (c_double(T.LN_EPS),)))
         elif name == "ce":
-            out.append(("cross-entropy fwd+bwd 65536x1024", ctx, [(65536, 1024)], "mt_cross_entropy", ()))
+            out.append(("cross-entropy fwd+bwd 65536x1024", [(65536, 1024)], "mt_cross_entropy", ()))
         else:
             raise SystemExit("trace_steps.py: unknown step %r" % name)
     return out
@@ -61,6 +60,7 @@ def main(argv):
     args = parse_args(argv)
     import abi_util as U
     import workloads as W
+    import workloads_classify as C
     import workloads_transformer as T
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -68,13 +68,14 @@ def main(argv):
         print("trace_steps.py: needs a CUDA build and a GPU", file=sys.stderr)
         return 2
     sync = lambda: U.check(U.LIB.mt_synchronize(), "mt_synchronize")  # noqa: E731
-    for label, ctx, shapes, fn, extra in steps_of(args.steps.split(","), U, W, T):
+    ctx = Ctx(U.MT_CUDA)
+    for label, shapes, fn, extra in steps_of(args.steps.split(","), T):
         ins = [W.mt_randn(ctx, s, 10 + i) for i, s in enumerate(shapes)]
         handles = list(ins)
         try:
             if fn == "mt_cross_entropy":
                 n, c = shapes[0]
-                tgt, _ = __import__("workloads_classify")._mt_targets(ctx, n, c, 6)
+                tgt, _ = C._mt_targets(ctx, n, c, 6)
                 handles.append(tgt)
                 U.set_requires_grad(ins[0], 1)
 
@@ -96,10 +97,11 @@ def main(argv):
                 for _ in range(args.iters):
                     step()
                 sync()
-            path = os.path.join(tempfile.mkdtemp(), "trace.json")
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                events = json.load(f)["traceEvents"]
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "trace.json")
+                prof.export_chrome_trace(path)
+                with open(path) as f:
+                    events = json.load(f)["traceEvents"]
             kern = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
                           key=lambda e: e["ts"])
             if not kern:
@@ -107,7 +109,7 @@ def main(argv):
                 continue
             span = kern[-1]["ts"] + kern[-1]["dur"] - kern[0]["ts"]
             busy = sum(e["dur"] for e in kern)
-            per = collections.OrderedDict()
+            per = {}  # kernel name -> (launches, summed us), in order of first launch
             for e in kern:
                 k = e["name"][:90]
                 cnt, tot = per.get(k, (0, 0.0))
