@@ -71,7 +71,6 @@ constexpr int kColTile = 32, kColLanes = 8;  // column-sum blocks: 32 columns x 
 constexpr int kFusedThreads = 256;     // largest block of the fused backward (dx with dgamma/dbeta)
 constexpr int kFusedMaxPL = 4;         // its packs per lane
 constexpr int kClusterFloats = 16;     // elements per thread of the cluster backward (PL * N)
-constexpr int kLnBwdStages = 2;        // rows of x and dy in shared memory a cluster-backward block holds
 
 // ---- math ---------------------------------------------------------------------------------
 
@@ -757,15 +756,14 @@ __global__ void __launch_bounds__(kFusedThreads)
 // x PL x blockDim.x 16-byte packs). The two row sums go over the cluster through distributed
 // shared memory, added in rank order; their slots alternate between two pairs, so one cluster
 // barrier per row is enough (a block writes a pair again only two rows later, after every block
-// has passed the barrier that follows the reads of it). S stages: rows r + Q ... r + (S - 1) Q are
-// in flight while row r is summed and written. S = 2 with three blocks per SM (96 -> 80 registers,
+// has passed the barrier that follows the reads of it). Three blocks per SM (96 -> 80 registers,
 // 3 x 64 KB of stages for f32 rows of 32768): 8192 x 32768 forward+backward on an H200 2.63 ms,
 // against 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead;
-// this kernel alone 1434 us there (2.2 TB/s, Nsight Compute: 45% of the stalls wait on the
-// stages). S = 3 with two blocks per SM (2 x 96 KB), 4 rows in flight per SM instead of 3, was
-// slower there: 1570 us. Production keeps S = 2 (kLnBwdStages).
-template <class T, int PL, int S>
-__global__ void __launch_bounds__(kFusedThreads, S == 2 ? 3 : 2)
+// this kernel alone 1434 us there (2.2 TB/s; Nsight Compute: 45% of the stalls wait on the
+// stages). Three stages (two rows ahead) at two blocks per SM, 4 rows in flight per SM instead
+// of 3, were slower: 1570 us.
+template <class T, int PL>
+__global__ void __launch_bounds__(kFusedThreads, 3)
     ln_bwd_cluster_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
                           const Compute<T> *rstd, const T *gamma, Compute<T> *pa, Compute<T> *pb, int64_t rows,
                           int64_t d, int64_t slice) {
@@ -798,18 +796,17 @@ __global__ void __launch_bounds__(kFusedThreads, S == 2 ? 3 : 2)
   for (int k = 0; k < PL; ++k)
 #pragma unroll
     for (int j = 0; j < N; ++j) sdx[k][j] = sd[k][j] = A(0);
-#pragma unroll
-  for (int k = 0; k < S - 1; ++k) fetch(k, q + k * Q);
-  int s = 0, it = 0;
-  for (int64_t r = q; r < rows; r += Q, s = s + 1 == S ? 0 : s + 1, ++it) {
-    fetch(s == 0 ? S - 1 : s - 1, r + (S - 1) * Q);  // the stage row r - Q used
+  fetch(0, q);
+  int s = 0;
+  for (int64_t r = q; r < rows; r += Q, s ^= 1) {
+    fetch(s ^ 1, r + Q);
     const A m = mean[r], rs = rstd[r];
-    cp_async_wait<S - 1>();  // this row's copies have landed
+    cp_async_wait<1>();  // this row's copies have landed
     A sg = 0, sgx = 0;
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
       ln_bwd_pack_sums(at(s, 0, k), at(s, 1, k), pack_or(gamma, p * N, 1.f), m, rs, sg, sgx, sdx[k], sd[k]);
     });
-    cluster_allsum2(sg, sgx, red, &slot[it & 1][0]);
+    cluster_allsum2(sg, sgx, red, &slot[s][0]);
     sg /= A(d);
     sgx /= A(d);
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
@@ -965,18 +962,20 @@ void launch_cached(const RowShape &s, int64_t rows, Launch &&launch) {
 
 // A persistent cluster kernel (ln_fwd_persist_kernel) over `rows` rows: as many clusters of K
 // blocks as the GPU holds at once with `smem` bytes of dynamic shared memory a block, at most one
-// per row.
+// per row. False (nothing launched) where the runtime refuses that much shared memory.
 template <auto Kernel, class... Args>
-cudaError_t launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args) {
-  if (smem > 48 * 1024 && !allow_smem<Kernel>(smem)) return cudaErrorInvalidValue;
+bool launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args) {
+  if (smem > 48 * 1024 && !allow_smem<Kernel>(smem)) return false;
   const int64_t clusters = std::min<int64_t>(rows, resident_clusters<Kernel>(kRowThreads, K, smem));
-  return launch_cluster(Kernel, (unsigned)(clusters * K), kRowThreads, K, smem, c.stream,
-                        std::forward<Args>(args)...);
+  MT_CUDA_CHECK(launch_cluster(Kernel, (unsigned)(clusters * K), kRowThreads, K, smem, c.stream,
+                               std::forward<Args>(args)...));
+  return true;
 }
 
 // One forward launch of study variant `variant` (0: the production choice, see the file's doc).
 // Returns false when the variant cannot take the shape: 1-6 need 16-byte rows and pointers and a 2-
-// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5, 7 and 8 wider rows.
+// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5 and 7-10 wider rows; 9 and
+// 10 also decline where the runtime refuses their shared memory.
 //   1, 2  the register-cached warp kernel with at least 2 / 4 packs per lane (fewer lanes per row)
 //   3     the uncached block-per-row kernel, 16-byte accesses, re-reading the row from L2
 //   4, 5  clusters of 8 / 4 blocks per row (ln_fwd_cluster_kernel)
@@ -1039,6 +1038,7 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
       if (!cluster_shape(d / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
       if (variant >= 7 && (threads != kRowThreads || slice != (int64_t)PL * threads || slice * K != d / N))
         return false;  // (cluster, one exchange) takes exact fits only
+      bool launched = true;
       dispatch_pl<kMaxPL>(PL, [&](auto pl) {
         constexpr int kPL = decltype(pl)::value;
         if (variant <= 5)
@@ -1048,12 +1048,13 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
           MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster1_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
                                        y, mean, rstd, x, gamma, beta, d, (A)eps));
         else if (variant == 9)
-          MT_CUDA_CHECK((launch_persist<ln_fwd_persist_kernel<T, kPL, false>>(
-              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps)));
+          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, false>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
         else
-          MT_CUDA_CHECK((launch_persist<ln_fwd_persist_kernel<T, kPL, true>>(
-              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps)));
+          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, true>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
       });
+      if (!launched) return false;  // 9, 10: no shared memory for gamma and beta (production takes 7)
       done = true;
     }
   }
@@ -1221,11 +1222,10 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
     bool launched = false;
     dispatch_pl<kMaxPL>(PL, [&](auto pl) {
       constexpr int kPL = decltype(pl)::value;
-      constexpr int kS = kLnBwdStages;
-      constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL, kS>;
-      const size_t smem = (size_t)kS * 2 * kPL * threads * sizeof(Pack<T>);
+      constexpr auto kernel = ln_bwd_cluster_kernel<T, kPL>;
+      const size_t smem = (size_t)2 * 2 * kPL * threads * sizeof(Pack<T>);
       // the stages need more than 48 KB: where the runtime refuses, the separate passes run
-      if (!allow_smem<kernel>((size_t)kS * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
+      if (!allow_smem<kernel>((size_t)2 * 2 * kPL * kFusedThreads * sizeof(Pack<T>))) return;
       const int64_t Q = std::min<int64_t>(rows, resident_clusters<kernel>(threads, K, smem));
       PoolBuffer partial(2 * Q * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + Q * d;
