@@ -467,8 +467,8 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
   }
   with_act(act, [&](auto a) {
     constexpr Act ACT = decltype(a)::value;
-    auto run = [&](auto kernel_constant) {
-      constexpr auto kernel = decltype(kernel_constant)::value;
+    auto run = [&](auto v) {  // V: elements a thread loads at once (a 16-byte pack, or 1)
+      constexpr auto kernel = bias_act_kernel<T, ACT, decltype(v)::value, BWD>;
       const BiasActShape s = bias_act_shape(c, rows, groups, resident_blocks_per_sm<kernel>(kFusionThreads));
       if (!BWD || !dbias) {
         kernel<<<s.grid, s.block, 0, c.stream>>>(out, nullptr, x, bias, dy, rows, groups, s.chunk);
@@ -484,10 +484,8 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
           dbias, partial.as<A>(), s.chunks, n);
       MT_CUDA_CHECK_LAUNCH("bias_act backward (dbias)");
     };
-    if (vec)
-      run(std::integral_constant<decltype(&bias_act_kernel<T, ACT, N, BWD>), &bias_act_kernel<T, ACT, N, BWD>>{});
-    else
-      run(std::integral_constant<decltype(&bias_act_kernel<T, ACT, 1, BWD>), &bias_act_kernel<T, ACT, 1, BWD>>{});
+    if (vec) run(IntC<N>{});
+    else run(IntC<1>{});
   });
 }
 
