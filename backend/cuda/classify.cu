@@ -145,12 +145,12 @@ __device__ __forceinline__ void row_scan(Compute<T> &m, Compute<T> &s, const T *
   }
 }
 
-// Row r's lse and loss from its max m and sum s of exp(x - m): lse[r] = m + log s and
-// row_loss[r] = lse - xr[tr], computed as (m - xr[tr]) + log s, which keeps the digits of a small
-// loss next to large logits; a target outside [0, cols) reads nothing and gives NaN.
+// Row r's lse and loss from its max m and sum s of exp(x - m): lse[r] = m + log s, and the
+// returned loss lse - xr[tr] is computed as (m - xr[tr]) + log s, which keeps the digits of a
+// small loss next to large logits; a target outside [0, cols) reads nothing and gives NaN.
 template <class T>
-__device__ __forceinline__ void ce_row_finish(Compute<T> *row_loss, T *lse, const T *xr, int64_t tr, int64_t cols,
-                                              int64_t r, Compute<T> m, Compute<T> s) {
+__device__ __forceinline__ Compute<T> ce_row_finish(T *lse, const T *xr, int64_t tr, int64_t cols, int64_t r,
+                                                    Compute<T> m, Compute<T> s) {
   using A = Compute<T>;
   const A xt = (tr >= 0 && tr < cols) ? to_compute(xr[tr]) : A(NAN);
   A l, loss;
@@ -163,20 +163,57 @@ __device__ __forceinline__ void ce_row_finish(Compute<T> *row_loss, T *lse, cons
     loss = (m - xt) + ls;
   }
   lse[r] = from_compute<T>(l);
-  row_loss[r] = loss;
+  return loss;
 }
 
-// One pass over each row: lse[r] and row_loss[r] = lse_r - x[r, t_r] (computed as
-// (m - x_t) + log s, which keeps the digits of a small loss next to large logits).
-// BLOCK: a block per row; else G lanes per row (G a power of two <= 32).
+// Ticket of the cross-entropy forward's loss (ce_loss_finish): the last block to arrive takes
+// the partials and resets it to 0 for the next launch. One counter for the process: the
+// forward's launches must not overlap (they are queued on the library's one stream).
+__device__ unsigned int g_ce_loss_ticket = 0;
+
+// The end of a forward launch: *loss = scale * (sum of every row's loss), in the launch itself.
+// acc is this thread's sum of the losses of its rows (0 for threads that finish no row). Each
+// block adds its threads' sums (block_sum's fixed tree) into partial[blockIdx.x]; the last block
+// to arrive adds the partials in block order. The grid is fixed by the shape and the GPU, so a
+// given input gives the same bits on every run. A grid of one block needs no partials.
+template <class T>
+__device__ __forceinline__ void ce_loss_finish(T *loss, double *partial, double acc, double scale) {
+  __shared__ bool last;
+  acc = block_sum(acc);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) *loss = from_compute<T>(acc * scale);
+    return;
+  }
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = acc;
+    __threadfence();  // the partial is visible before the ticket says so
+    last = atomicAdd(&g_ce_loss_ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  double v = 0;
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) v += __ldcg(partial + i);
+  v = block_sum(v);
+  if (threadIdx.x == 0) {
+    *loss = from_compute<T>(v * scale);
+    g_ce_loss_ticket = 0;
+  }
+}
+
+// One pass over each row: lse[r], and *loss = scale * sum_r (lse_r - x[r, t_r]) by
+// ce_loss_finish (partial: gridDim.x accumulators, null for one block). BLOCK: a block per row;
+// else G lanes per row (G a power of two <= 32). Grid-stride over the rows.
 template <class T, bool VEC, bool BLOCK>
-__global__ void __launch_bounds__(kThreads) ce_forward_kernel(Compute<T> *row_loss, T *lse, const T *x,
-                                                              const int64_t *t, int64_t rows, int64_t cols, int G) {
+__global__ void __launch_bounds__(kThreads) ce_forward_kernel(T *loss, double *partial, T *lse, const T *x,
+                                                              const int64_t *t, int64_t rows, int64_t cols, int G,
+                                                              double scale) {
   using A = Compute<T>;
   __shared__ A red[64];
   const int nthr = BLOCK ? (int)blockDim.x : G;
   const int sub = BLOCK ? (int)threadIdx.x : (int)(threadIdx.x & (G - 1));
   const int64_t per_block = BLOCK ? 1 : (int64_t)(blockDim.x / G);
+  double acc = 0;
   for (int64_t base = (int64_t)blockIdx.x * per_block; base < rows; base += (int64_t)gridDim.x * per_block) {
     const int64_t r = base + (BLOCK ? 0 : (int64_t)(threadIdx.x / G));
     const bool valid = r < rows;
@@ -184,8 +221,9 @@ __global__ void __launch_bounds__(kThreads) ce_forward_kernel(Compute<T> *row_lo
     if (valid) row_scan<T, VEC>(m, s, x + r * cols, cols, sub, nthr);
     if constexpr (BLOCK) block_allmerge(m, s, red);
     else group_merge(m, s, G);
-    if (valid && sub == 0) ce_row_finish(row_loss, lse, x + r * cols, t[r], cols, r, m, s);
+    if (valid && sub == 0) acc += (double)ce_row_finish(lse, x + r * cols, t[r], cols, r, m, s);
   }
+  ce_loss_finish(loss, partial, acc, scale);
 }
 
 // The factor of every cross-entropy and nll gradient: g = scale * dloss[0] (scale when dloss is
@@ -213,37 +251,43 @@ __device__ __forceinline__ void ce_grad_pack(Pack<T> &v, int64_t c0, int64_t tr,
 // The same forward for rows of exactly G lanes x PL packs (dispatch_fit; VEC alignment): the
 // row is loaded into registers at once, then its max and its sum of exp go over the lanes by
 // shuffles (no per-pack rescale), so PL loads per lane are in flight before the first
-// reduction. The target is read while the loads fly.
-template <class T, int PL, int G>
-__global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(Compute<T> *row_loss, T *lse, const T *x,
-                                                                  const int64_t *t, int64_t rows) {
+// reduction. The target is read while the loads fly. Grid-stride over groups of kThreads / G
+// rows; CS: streaming loads (the study's one-wave variant).
+template <class T, int PL, int G, bool CS>
+__global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(T *loss, double *partial, T *lse, const T *x,
+                                                                  const int64_t *t, int64_t rows, double scale) {
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   constexpr int64_t kCols = (int64_t)G * PL * N;
-  const int64_t r = (int64_t)blockIdx.x * (kThreads / G) + threadIdx.x / G;
+  constexpr int64_t kRowsPerBlock = kThreads / G;
   const int sub = (int)threadIdx.x % G;
-  const bool valid = r < rows;  // lanes past the end still take part in the shuffles
-  const T *xr = x + r * kCols + sub * N;
-  Pack<T> v[PL];
+  double acc = 0;
+  for (int64_t r0 = (int64_t)blockIdx.x * kRowsPerBlock; r0 < rows; r0 += (int64_t)gridDim.x * kRowsPerBlock) {
+    const int64_t r = r0 + threadIdx.x / G;
+    const bool valid = r < rows;  // lanes past the end still take part in the shuffles
+    const T *xr = x + r * kCols + sub * N;
+    Pack<T> v[PL];
 #pragma unroll
-  for (int k = 0; k < PL; ++k)
-    if (valid) v[k] = load128(xr + k * G * N);
-  const int64_t tr = valid && sub == 0 ? t[r] : 0;
-  A m = kNegInf<A>();
+    for (int k = 0; k < PL; ++k)
+      if (valid) v[k] = CS ? load128_cs(xr + k * G * N) : load128(xr + k * G * N);
+    const int64_t tr = valid && sub == 0 ? t[r] : 0;
+    A m = kNegInf<A>();
 #pragma unroll
-  for (int k = 0; k < PL; ++k)
-    if (valid)
+    for (int k = 0; k < PL; ++k)
+      if (valid)
 #pragma unroll
-      for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
-  m = group_max(m, G);
-  A s = 0;
+        for (int j = 0; j < N; ++j) m = dmax(m, to_compute(v[k].v[j]));
+    m = group_max(m, G);
+    A s = 0;
 #pragma unroll
-  for (int k = 0; k < PL; ++k)
-    if (valid)
+    for (int k = 0; k < PL; ++k)
+      if (valid)
 #pragma unroll
-      for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
-  s = group_sum(s, G);
-  if (valid && sub == 0) ce_row_finish(row_loss, lse, x + r * kCols, tr, kCols, r, m, s);
+        for (int j = 0; j < N; ++j) s += dexp(to_compute(v[k].v[j]) - m);
+    s = group_sum(s, G);
+    if (valid && sub == 0) acc += (double)ce_row_finish(lse, x + r * kCols, tr, kCols, r, m, s);
+  }
+  ce_loss_finish(loss, partial, acc, scale);
 }
 
 // The cross-entropy backward for rows of exactly G lanes x PL packs (dispatch_fit; x and dx
@@ -701,6 +745,66 @@ void check_dtype_valid(const char *op, DType d) {
 
 // ---- launchers ----------------------------------------------------------------------------
 
+namespace {
+// The cross-entropy forward's launches. fit_wave (the study's variants; 0 in production): rows
+// that take the exact-fit kernel get one wave of resident blocks, each looping over the rows,
+// with plain (1) or streaming (2) loads, instead of a block per kThreads / G rows.
+void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
+                int64_t cols, DType dtype, double scale, int fit_wave) {
+  dispatch_float(dtype, "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = static_cast<const T *>(logits);
+    T *l = static_cast<T *>(lse), *out = static_cast<T *>(loss);
+    if (rows == 0) {  // the empty sum: *loss = 0
+      deterministic_sum<double>(c, "cross_entropy", out, ArraySrc<double>{nullptr}, 0, scale);
+      return;
+    }
+    // Up to 64 blocks per SM: one block per row (group) at the table's shapes; more rows loop,
+    // which keeps ce_loss_finish's partials few.
+    const int64_t max_grid = (int64_t)c.sm_count * 64;
+    const auto launch = [&](auto kernel, int64_t blocks, auto... args) {
+      const unsigned grid = grid_of(std::min(blocks, max_grid));
+      if (grid == 1) {
+        kernel<<<1, kThreads, 0, c.stream>>>(out, nullptr, l, x, targets, rows, args..., scale);
+      } else {
+        PoolBuffer partial((int64_t)grid * (int64_t)sizeof(double));
+        kernel<<<grid, kThreads, 0, c.stream>>>(out, partial.as<double>(), l, x, targets, rows, args..., scale);
+      }
+      MT_CUDA_CHECK_LAUNCH("cross_entropy");
+    };
+    const bool vec = cols % Pack<T>::N == 0 && is_aligned16(x);
+    const auto fit = [&](auto g, auto pl) {
+      constexpr int kG = decltype(g)::value, kPL = decltype(pl)::value;
+      const int64_t groups = (rows + kThreads / kG - 1) / (kThreads / kG);
+      if (fit_wave == 0) {
+        launch(ce_forward_fit_kernel<T, kPL, kG, false>, groups);
+      } else if (fit_wave == 1) {
+        constexpr auto kernel = ce_forward_fit_kernel<T, kPL, kG, false>;
+        launch(kernel, (int64_t)wave_grid<kernel>(c.sm_count, groups, 1, kThreads));
+      } else {
+        constexpr auto kernel = ce_forward_fit_kernel<T, kPL, kG, true>;
+        launch(kernel, (int64_t)wave_grid<kernel>(c.sm_count, groups, 1, kThreads));
+      }
+    };
+    if constexpr (kVecType<T>) {
+      if (vec && dispatch_fit(cols / Pack<T>::N, fit)) return;
+    }
+    MT_CHECK(fit_wave == 0, UNSUPPORTED, "cuda cross_entropy: a one-wave forward for %lld x %lld %s, rows that the "
+             "exact-fit kernel does not take", (long long)rows, (long long)cols, dtype_name(dtype));
+    if (cols <= kWarpMaxCols) {
+      const int64_t units = vec ? cols / Pack<T>::N : cols;
+      const int G = std::min<int>(32, next_pow2(units));
+      const int64_t blocks = (rows + kThreads / G - 1) / (kThreads / G);
+      if (vec) launch(ce_forward_kernel<T, true, false>, blocks, cols, G);
+      else launch(ce_forward_kernel<T, false, false>, blocks, cols, G);
+    } else {
+      if (vec) launch(ce_forward_kernel<T, true, true>, rows, cols, 32);
+      else launch(ce_forward_kernel<T, false, true>, rows, cols, 32);
+    }
+  });
+}
+}  // namespace
+
 void cross_entropy(Context &c, void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
                    int64_t cols, DType dtype, double scale) {
   NvtxRange range("cross_entropy");
@@ -709,38 +813,7 @@ void cross_entropy(Context &c, void *loss, void *lse, const void *logits, const 
            "cuda cross_entropy: null buffer (loss=%p, lse=%p, logits=%p, targets=%p)", loss, lse, logits,
            (const void *)targets);
   MT_CHECK(rows == 0 || cols > 0, SHAPE, "cuda cross_entropy: %lld rows of 0 classes", (long long)rows);
-  dispatch_float(dtype, "cross_entropy", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = Compute<T>;
-    const T *x = static_cast<const T *>(logits);
-    T *l = static_cast<T *>(lse);
-    PoolBuffer row_loss(std::max<int64_t>(rows, 1) * (int64_t)sizeof(A));
-    if (rows > 0) {
-      const bool vec = cols % Pack<T>::N == 0 && is_aligned16(x);
-      const auto fit = [&](auto g, auto pl) {
-        constexpr int kG = decltype(g)::value;
-        ce_forward_fit_kernel<T, decltype(pl)::value, kG><<<grid_of((rows + kThreads / kG - 1) / (kThreads / kG)),
-                                                            kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets,
-                                                                                     rows);
-      };
-      bool done = false;
-      if constexpr (kVecType<T>) done = vec && dispatch_fit(cols / Pack<T>::N, fit);
-      if (done) {
-      } else if (cols <= kWarpMaxCols) {
-        const int64_t units = vec ? cols / Pack<T>::N : cols;
-        const int G = std::min<int>(32, next_pow2(units));
-        const int64_t per_block = kThreads / G;
-        const unsigned grid = grid_of((rows + per_block - 1) / per_block);
-        if (vec) ce_forward_kernel<T, true, false><<<grid, kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, G);
-        else ce_forward_kernel<T, false, false><<<grid, kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, G);
-      } else {
-        if (vec) ce_forward_kernel<T, true, true><<<grid_of(rows), kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, 32);
-        else ce_forward_kernel<T, false, true><<<grid_of(rows), kThreads, 0, c.stream>>>(row_loss.as<A>(), l, x, targets, rows, cols, 32);
-      }
-      MT_CUDA_CHECK_LAUNCH("cross_entropy");
-    }
-    deterministic_sum<double>(c, "cross_entropy", static_cast<T *>(loss), ArraySrc<A>{row_loss.as<A>()}, rows, scale);
-  });
+  ce_forward(c, loss, lse, logits, targets, rows, cols, dtype, scale, 0);
 }
 
 namespace {
@@ -1078,15 +1151,17 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 //   0  production (mt_cross_entropy's forward and backward kernels)
 //   1  the backward with 4 16-byte units in flight per thread, a block per 1024 units
 //   2  the same with 8 units in flight
+//   3  the forward on one wave of resident blocks, each looping over the rows (exact-fit rows)
+//   4  3 with streaming loads
 // 1 and 2 need cols % (16 / element size) == 0, 16-byte aligned x and dx, rows * cols / (16 /
-// element size) < 2^31 (MT_ERR_UNSUPPORTED otherwise).
+// element size) < 2^31; 3 and 4 rows that the exact-fit forward takes (MT_ERR_UNSUPPORTED otherwise).
 extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, const void *x, const int64_t *t,
                                              const void *dloss, int64_t rows, int64_t cols, int32_t dtype,
                                              int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_cross_entropy", [&] {
-    check_variant(variant, 2);
+    check_variant(variant, 4);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows > 0 && cols > 0, INVALID_ARGUMENT, "sizes must be positive (rows=%lld, cols=%lld)",
              (long long)rows, (long long)cols);
@@ -1101,10 +1176,10 @@ extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, co
       const int64_t units = rows * (cols / W);
       const bool fits = sizeof(T) <= 4 && cols % W == 0 && is_aligned16(x) && is_aligned16(dx) &&
                         units < (int64_t(1) << 31);
-      MT_CHECK(variant == 0 || fits, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at x=%p, dx=%p",
+      MT_CHECK(variant == 0 || variant >= 3 || fits, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at x=%p, dx=%p",
                (int)variant, (long long)rows, (long long)cols, dtype_name((DType)dtype), x, dx);
-      cross_entropy(c, loss, lse, x, t, rows, cols, (DType)dtype, scale);
-      if (variant == 0) {
+      ce_forward(c, loss, lse, x, t, rows, cols, (DType)dtype, scale, variant >= 3 ? variant - 2 : 0);
+      if (variant == 0 || variant >= 3) {
         cross_entropy_backward(c, dx, x, lse, t, dloss, rows, cols, (DType)dtype, scale);
         return;
       }

@@ -15,8 +15,10 @@ GPU against the CPU reference backend in float64 (and against PyTorch where it i
                         the persistent variants 9 and 10 also over row counts well beyond the
                         clusters the GPU holds at once
 
-  mt_study_cross_entropy variants 0-2: the mean loss and d/dlogits against the CPU's
-                        mt_cross_entropy and its backward, widths with and without 16-byte rows
+  mt_study_cross_entropy variants 0-4: the mean loss and d/dlogits against the CPU's
+                        mt_cross_entropy and its backward, widths with and without 16-byte rows,
+                        widths the exact-fit forward takes and not; in float32 also more rows
+                        than one wave of the one-wave forward holds (its blocks loop)
 
 A variant either runs and matches, or answers MT_ERR_UNSUPPORTED exactly where its documented
 conditions exclude the shape (the `takes` functions below restate them).
@@ -323,7 +325,8 @@ class TestBwVariants(CP.ClassifyCase):
 
     def test_cross_entropy(self):
         for dtype in (MT_F32, MT_F16, MT_BF16):
-            for rows, cols in ((64, 1000), (33, 1024), (7, 3), (5, 2049), (3, 32768), (300, 8)):
+            shapes = ((64, 1000), (33, 1024), (7, 3), (5, 2049), (3, 32768), (300, 8), (40, 512))
+            for rows, cols in shapes + (((20000, 256),) if dtype == MT_F32 else ()):
                 with Scope() as s:
                     xd, xr = self.device_input(s, (rows, cols), dtype)
                     tv = [self.rng.randrange(cols) for _ in range(rows)]
@@ -345,7 +348,8 @@ class TestBwVariants(CP.ClassifyCase):
                         tol = max(tol, half_ulp * (lse_max + 1))
                     one = s(U.call("mt_tensor_full", U.shape_array((1,)), 1, c_double(1.0), dtype, MT_CUDA))
                     vec = (cols * U.DTYPE_SIZES[dtype]) % 16 == 0
-                    for v in range(3):
+                    fit = vec and (cols * U.DTYPE_SIZES[dtype]) // 16 in (32, 64, 128, 256)  # dispatch_fit
+                    for v in range(5):
                         with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, variant=v):
                             dx = self.nan_tensor(s, (rows, cols), dtype)
                             lse = self.nan_tensor(s, (rows,), dtype)
@@ -353,7 +357,7 @@ class TestBwVariants(CP.ClassifyCase):
                             st = HOOKS["mt_study_cross_entropy"](self.ptr(out), self.ptr(lse), self.ptr(dx),
                                                                  self.ptr(xd), self.ptr(td), self.ptr(one), rows,
                                                                  cols, dtype, v)
-                            if v > 0 and not vec:
+                            if (v in (1, 2) and not vec) or (v >= 3 and not fit):
                                 self.assertEqual(st, UNSUPPORTED, "variant %d must refuse cols %d" % (v, cols))
                                 continue
                             self.assertEqual(st, MT_OK, U.last_error())

@@ -93,11 +93,22 @@ def result_type(a, b):
     return promote_types(da, db)
 
 
-def _binary(fn, a, b):
-    if a.dtype is b.dtype:
-        return _new(fn, a, b)
-    dt = result_type(a, b)
-    return _new(fn, _cast(a, dt), _cast(b, dt))
+def _binary(fn, a, b, keeps_dtype=False, _object_new=object.__new__):
+    """fn(a, b) on the operands promoted to their result_type (_new, inlined, with the handles
+    passed as they are: ctypes converts an int faster than an object's _as_parameter_).
+    keeps_dtype: the result has that dtype (the arithmetic ops; comparisons give uint8), which
+    the new tensor then knows without asking the library."""
+    dt = a.dtype
+    if dt is not b.dtype:
+        dt = result_type(a, b)
+        a, b = _cast(a, dt), _cast(b, dt)
+    out = c_void_p()
+    fn(byref(out), a._as_parameter_, b._as_parameter_)
+    t = _object_new(Tensor)
+    t._as_parameter_ = out.value
+    if keeps_dtype:
+        t._dtype = dt
+    return t
 
 
 # -------------------------------------------------------- op table helpers

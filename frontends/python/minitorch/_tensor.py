@@ -338,21 +338,21 @@ class Tensor(IndexingMixin, InplaceMixin):
 
     def _add(self, other):
         if isinstance(other, Tensor):
-            return _binary(lib.mt_add, self, other)
+            return _binary(lib.mt_add, self, other, True)
         if _is_scalar(other):
             return _new(lib.mt_add_scalar, _for_scalar(self, other), float(other))
         return NotImplemented
 
     def _sub(self, other):
         if isinstance(other, Tensor):
-            return _binary(lib.mt_sub, self, other)
+            return _binary(lib.mt_sub, self, other, True)
         if _is_scalar(other):
             return _new(lib.mt_add_scalar, _for_scalar(self, other), -float(other))
         return NotImplemented
 
     def _mul(self, other):
         if isinstance(other, Tensor):
-            return _binary(lib.mt_mul, self, other)
+            return _binary(lib.mt_mul, self, other, True)
         if _is_scalar(other):
             return _new(lib.mt_mul_scalar, _for_scalar(self, other), float(other))
         return NotImplemented
@@ -374,7 +374,7 @@ class Tensor(IndexingMixin, InplaceMixin):
         if _is_scalar(exponent):
             return _new(lib.mt_pow_scalar, _for_scalar(self, exponent), float(exponent))
         if isinstance(exponent, Tensor):
-            return _binary(lib.mt_pow, self, exponent)
+            return _binary(lib.mt_pow, self, exponent, True)
         return NotImplemented
 
     def __rpow__(self, base):
@@ -526,10 +526,10 @@ class Tensor(IndexingMixin, InplaceMixin):
 
     def maximum(self, other):
         """Elementwise max (broadcast; NaN propagates; a tie splits the gradient; mt_maximum)."""
-        return _binary(lib.mt_maximum, self, _as_tensor_like(other, self))
+        return _binary(lib.mt_maximum, self, _as_tensor_like(other, self), True)
 
     def minimum(self, other):
-        return _binary(lib.mt_minimum, self, _as_tensor_like(other, self))
+        return _binary(lib.mt_minimum, self, _as_tensor_like(other, self), True)
 
     def clamp(self, min=None, max=None):
         """min(max(self, min), max); bounds are numbers (mt_clamp) or tensors (mt_maximum,
