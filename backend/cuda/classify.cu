@@ -252,8 +252,8 @@ __device__ __forceinline__ void ce_grad_pack(Pack<T> &v, int64_t c0, int64_t tr,
 // row is loaded into registers at once, then its max and its sum of exp go over the lanes by
 // shuffles (no per-pack rescale), so PL loads per lane are in flight before the first
 // reduction. The target is read while the loads fly. Grid-stride over groups of kThreads / G
-// rows; CS: streaming loads (the study's one-wave variant).
-template <class T, int PL, int G, bool CS>
+// rows.
+template <class T, int PL, int G>
 __global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(T *loss, double *partial, T *lse, const T *x,
                                                                   const int64_t *t, int64_t rows, double scale) {
   using A = Compute<T>;
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(T *loss, doubl
     Pack<T> v[PL];
 #pragma unroll
     for (int k = 0; k < PL; ++k)
-      if (valid) v[k] = CS ? load128_cs(xr + k * G * N) : load128(xr + k * G * N);
+      if (valid) v[k] = load128(xr + k * G * N);
     const int64_t tr = valid && sub == 0 ? t[r] : 0;
     A m = kNegInf<A>();
 #pragma unroll
@@ -746,11 +746,20 @@ void check_dtype_valid(const char *op, DType d) {
 // ---- launchers ----------------------------------------------------------------------------
 
 namespace {
-// The cross-entropy forward's launches. fit_wave (the study's variants; 0 in production): rows
-// that take the exact-fit kernel get one wave of resident blocks, each looping over the rows,
-// with plain (1) or streaming (2) loads, instead of a block per kThreads / G rows.
+// Grids of the cross-entropy forward, in waves of resident blocks (each block loops over its
+// rows): every block ends with a fence and a ticket (ce_loss_finish), which a block per row
+// group paid 8192 times at 65536 x 1024 (forward 69.4 -> 86.5 us on an H200); a few waves keep
+// those few, and leave the hardware's scheduler a last wave to even out.
+constexpr int kCeForwardWaves = 4;
+
+// A kernel as a type, so a generic lambda can hand it to resident_blocks_per_sm.
+template <auto K>
+using KernelC = std::integral_constant<decltype(K), K>;
+
+// The cross-entropy forward's launches on `waves` waves of resident blocks (kCeForwardWaves in
+// production; the study's variants pick others).
 void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
-                int64_t cols, DType dtype, double scale, int fit_wave) {
+                int64_t cols, DType dtype, double scale, int waves) {
   dispatch_float(dtype, "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *x = static_cast<const T *>(logits);
@@ -759,11 +768,11 @@ void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int
       deterministic_sum<double>(c, "cross_entropy", out, ArraySrc<double>{nullptr}, 0, scale);
       return;
     }
-    // Up to 64 blocks per SM: one block per row (group) at the table's shapes; more rows loop,
-    // which keeps ce_loss_finish's partials few.
-    const int64_t max_grid = (int64_t)c.sm_count * 64;
-    const auto launch = [&](auto kernel, int64_t blocks, auto... args) {
-      const unsigned grid = grid_of(std::min(blocks, max_grid));
+    // The kernel of kc (a KernelC) over `blocks` blocks' worth of rows, on at most `waves` waves.
+    const auto launch = [&](auto kc, int64_t blocks, auto... args) {
+      constexpr auto kernel = decltype(kc)::value;
+      const int64_t wave = (int64_t)c.sm_count * resident_blocks_per_sm<kernel>(kThreads);
+      const unsigned grid = grid_of(std::min<int64_t>(blocks, wave * waves));
       if (grid == 1) {
         kernel<<<1, kThreads, 0, c.stream>>>(out, nullptr, l, x, targets, rows, args..., scale);
       } else {
@@ -774,32 +783,21 @@ void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int
     };
     const bool vec = cols % Pack<T>::N == 0 && is_aligned16(x);
     const auto fit = [&](auto g, auto pl) {
-      constexpr int kG = decltype(g)::value, kPL = decltype(pl)::value;
-      const int64_t groups = (rows + kThreads / kG - 1) / (kThreads / kG);
-      if (fit_wave == 0) {
-        launch(ce_forward_fit_kernel<T, kPL, kG, false>, groups);
-      } else if (fit_wave == 1) {
-        constexpr auto kernel = ce_forward_fit_kernel<T, kPL, kG, false>;
-        launch(kernel, (int64_t)wave_grid<kernel>(c.sm_count, groups, 1, kThreads));
-      } else {
-        constexpr auto kernel = ce_forward_fit_kernel<T, kPL, kG, true>;
-        launch(kernel, (int64_t)wave_grid<kernel>(c.sm_count, groups, 1, kThreads));
-      }
+      constexpr int kG = decltype(g)::value;
+      launch(KernelC<ce_forward_fit_kernel<T, decltype(pl)::value, kG>>{}, (rows + kThreads / kG - 1) / (kThreads / kG));
     };
     if constexpr (kVecType<T>) {
       if (vec && dispatch_fit(cols / Pack<T>::N, fit)) return;
     }
-    MT_CHECK(fit_wave == 0, UNSUPPORTED, "cuda cross_entropy: a one-wave forward for %lld x %lld %s, rows that the "
-             "exact-fit kernel does not take", (long long)rows, (long long)cols, dtype_name(dtype));
     if (cols <= kWarpMaxCols) {
       const int64_t units = vec ? cols / Pack<T>::N : cols;
       const int G = std::min<int>(32, next_pow2(units));
       const int64_t blocks = (rows + kThreads / G - 1) / (kThreads / G);
-      if (vec) launch(ce_forward_kernel<T, true, false>, blocks, cols, G);
-      else launch(ce_forward_kernel<T, false, false>, blocks, cols, G);
+      if (vec) launch(KernelC<ce_forward_kernel<T, true, false>>{}, blocks, cols, G);
+      else launch(KernelC<ce_forward_kernel<T, false, false>>{}, blocks, cols, G);
     } else {
-      if (vec) launch(ce_forward_kernel<T, true, true>, rows, cols, 32);
-      else launch(ce_forward_kernel<T, false, true>, rows, cols, 32);
+      if (vec) launch(KernelC<ce_forward_kernel<T, true, true>>{}, rows, cols, 32);
+      else launch(KernelC<ce_forward_kernel<T, false, true>>{}, rows, cols, 32);
     }
   });
 }
@@ -813,7 +811,7 @@ void cross_entropy(Context &c, void *loss, void *lse, const void *logits, const 
            "cuda cross_entropy: null buffer (loss=%p, lse=%p, logits=%p, targets=%p)", loss, lse, logits,
            (const void *)targets);
   MT_CHECK(rows == 0 || cols > 0, SHAPE, "cuda cross_entropy: %lld rows of 0 classes", (long long)rows);
-  ce_forward(c, loss, lse, logits, targets, rows, cols, dtype, scale, 0);
+  ce_forward(c, loss, lse, logits, targets, rows, cols, dtype, scale, kCeForwardWaves);
 }
 
 namespace {
@@ -838,6 +836,10 @@ void ce_nll_backward(Context &c, const char *op, void *dx, const void *logits, c
     bool done = false;
     if constexpr (CE && kVecType<T>) done = vec && dispatch_fit(upr, fit);
     if (done) {
+    } else if (CE && kVecType<T> && vec && fast) {
+      // 8 units in flight per thread: 826 -> 802 us forward+backward at 8192 x 32768 f32 (H200).
+      ce_backward_unrolled_kernel<T, 8><<<grid_of((units + kThreads * 8 - 1) / (kThreads * 8)), kThreads, 0,
+                                          c.stream>>>(d, x, l, targets, g, units, scale, fd);
     } else if (vec) {
       if (fast) ce_backward_kernel<T, CE, true, true><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
       else ce_backward_kernel<T, CE, true, false><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
@@ -1144,24 +1146,26 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 // ---- the study hook (backend/cuda/study.cuh has the common rules) ---------------------------------
 //
 // mt_study_cross_entropy: one training step's cross-entropy kernels on device buffers of dtype
-// (F32, F16, BF16; F64 takes variant 0 only), borrowed for the call and queued on the library's
+// (F32, F16, BF16; F64 takes variants 0, 3, 4 and 5), borrowed for the call and queued on the library's
 // stream: the forward writes loss (1) = mean over rows of (lse_r - x[r, t_r]) and lse (rows); the
 // backward writes dx (rows, cols) = dloss[0] / rows * (softmax(x) - onehot(t)). x (rows, cols),
 // t (rows) int64 in [0, cols) (not checked here). variant:
 //   0  production (mt_cross_entropy's forward and backward kernels)
 //   1  the backward with 4 16-byte units in flight per thread, a block per 1024 units
 //   2  the same with 8 units in flight
-//   3  the forward on one wave of resident blocks, each looping over the rows (exact-fit rows)
-//   4  3 with streaming loads
+//   3  the forward's grid at most 1 wave of resident blocks (production: kCeForwardWaves, 4)
+//   4  at most 2 waves
+//   5  at most 8 waves
 // 1 and 2 need cols % (16 / element size) == 0, 16-byte aligned x and dx, rows * cols / (16 /
-// element size) < 2^31; 3 and 4 rows that the exact-fit forward takes (MT_ERR_UNSUPPORTED otherwise).
+// element size) < 2^31 (MT_ERR_UNSUPPORTED otherwise); where those hold and the rows are not
+// exact-fit rows, production's backward is variant 2's.
 extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, const void *x, const int64_t *t,
                                              const void *dloss, int64_t rows, int64_t cols, int32_t dtype,
                                              int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_cross_entropy", [&] {
-    check_variant(variant, 4);
+    check_variant(variant, 5);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows > 0 && cols > 0, INVALID_ARGUMENT, "sizes must be positive (rows=%lld, cols=%lld)",
              (long long)rows, (long long)cols);
@@ -1178,7 +1182,8 @@ extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, co
                         units < (int64_t(1) << 31);
       MT_CHECK(variant == 0 || variant >= 3 || fits, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at x=%p, dx=%p",
                (int)variant, (long long)rows, (long long)cols, dtype_name((DType)dtype), x, dx);
-      ce_forward(c, loss, lse, x, t, rows, cols, (DType)dtype, scale, variant >= 3 ? variant - 2 : 0);
+      static const int kWaves[] = {kCeForwardWaves, kCeForwardWaves, kCeForwardWaves, 1, 2, 8};
+      ce_forward(c, loss, lse, x, t, rows, cols, (DType)dtype, scale, kWaves[variant]);
       if (variant == 0 || variant >= 3) {
         cross_entropy_backward(c, dx, x, lse, t, dloss, rows, cols, (DType)dtype, scale);
         return;
