@@ -748,15 +748,18 @@ void check_dtype_valid(const char *op, DType d) {
 namespace {
 // Grids of the cross-entropy forward, in waves of resident blocks (each block loops over its
 // rows): every block ends with a fence and a ticket (ce_loss_finish), which a block per row
-// group paid 8192 times at 65536 x 1024 (forward 69.4 -> 86.5 us on an H200); a few waves keep
-// those few, and leave the hardware's scheduler a last wave to even out.
-constexpr int kCeForwardWaves = 4;
+// group paid 8192 times at 65536 x 1024 (forward 69.4 -> 86.5 us on an H200). kBalancedWave:
+// at most one wave, shrunk so that every block takes the same number of rounds over the rows
+// (8192 row groups on 528 resident blocks: 512 blocks of 16 rounds, where 528 blocks would
+// take 15 or 16); a positive count: at most that many waves (the study's variants).
+constexpr int kBalancedWave = 0;
+constexpr int kCeForwardWaves = kBalancedWave;
 
 // A kernel as a type, so a generic lambda can hand it to resident_blocks_per_sm.
 template <auto K>
 using KernelC = std::integral_constant<decltype(K), K>;
 
-// The cross-entropy forward's launches on `waves` waves of resident blocks (kCeForwardWaves in
+// The cross-entropy forward's launches on the grid `waves` names (kCeForwardWaves in
 // production; the study's variants pick others).
 void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
                 int64_t cols, DType dtype, double scale, int waves) {
@@ -768,11 +771,16 @@ void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int
       deterministic_sum<double>(c, "cross_entropy", out, ArraySrc<double>{nullptr}, 0, scale);
       return;
     }
-    // The kernel of kc (a KernelC) over `blocks` blocks' worth of rows, on at most `waves` waves.
+    // The kernel of kc (a KernelC) over `blocks` blocks' worth of rows, on the grid of `waves`.
     const auto launch = [&](auto kc, int64_t blocks, auto... args) {
       constexpr auto kernel = decltype(kc)::value;
       const int64_t wave = (int64_t)c.sm_count * resident_blocks_per_sm<kernel>(kThreads);
-      const unsigned grid = grid_of(std::min<int64_t>(blocks, wave * waves));
+      int64_t want = std::min<int64_t>(blocks, wave * std::max(waves, 1));
+      if (waves == kBalancedWave) {
+        const int64_t rounds = (blocks + want - 1) / want;
+        want = (blocks + rounds - 1) / rounds;
+      }
+      const unsigned grid = grid_of(want);
       if (grid == 1) {
         kernel<<<1, kThreads, 0, c.stream>>>(out, nullptr, l, x, targets, rows, args..., scale);
       } else {
@@ -1146,16 +1154,18 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 // ---- the study hook (backend/cuda/study.cuh has the common rules) ---------------------------------
 //
 // mt_study_cross_entropy: one training step's cross-entropy kernels on device buffers of dtype
-// (F32, F16, BF16; F64 takes variants 0, 3, 4 and 5), borrowed for the call and queued on the library's
+// (F32, F16, BF16; F64 takes variants 0 and 3 to 6), borrowed for the call and queued on the library's
 // stream: the forward writes loss (1) = mean over rows of (lse_r - x[r, t_r]) and lse (rows); the
 // backward writes dx (rows, cols) = dloss[0] / rows * (softmax(x) - onehot(t)). x (rows, cols),
 // t (rows) int64 in [0, cols) (not checked here). variant:
 //   0  production (mt_cross_entropy's forward and backward kernels)
 //   1  the backward with 4 16-byte units in flight per thread, a block per 1024 units
 //   2  the same with 8 units in flight
-//   3  the forward's grid at most 1 wave of resident blocks (production: kCeForwardWaves, 4)
+//   3  the forward's grid at most 1 wave of resident blocks (production: kBalancedWave, at
+//      most one wave, every block the same number of rounds)
 //   4  at most 2 waves
 //   5  at most 8 waves
+//   6  at most 4 waves
 // 1 and 2 need cols % (16 / element size) == 0, 16-byte aligned x and dx, rows * cols / (16 /
 // element size) < 2^31 (MT_ERR_UNSUPPORTED otherwise); where those hold and the rows are not
 // exact-fit rows, production's backward is variant 2's.
@@ -1165,7 +1175,7 @@ extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, co
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_cross_entropy", [&] {
-    check_variant(variant, 5);
+    check_variant(variant, 6);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows > 0 && cols > 0, INVALID_ARGUMENT, "sizes must be positive (rows=%lld, cols=%lld)",
              (long long)rows, (long long)cols);
@@ -1182,7 +1192,7 @@ extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, co
                         units < (int64_t(1) << 31);
       MT_CHECK(variant == 0 || variant >= 3 || fits, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at x=%p, dx=%p",
                (int)variant, (long long)rows, (long long)cols, dtype_name((DType)dtype), x, dx);
-      static const int kWaves[] = {kCeForwardWaves, kCeForwardWaves, kCeForwardWaves, 1, 2, 8};
+      static const int kWaves[] = {kCeForwardWaves, kCeForwardWaves, kCeForwardWaves, 1, 2, 8, 4};
       ce_forward(c, loss, lse, x, t, rows, cols, (DType)dtype, scale, kWaves[variant]);
       if (variant == 0 || variant >= 3) {
         cross_entropy_backward(c, dx, x, lse, t, dloss, rows, cols, (DType)dtype, scale);
