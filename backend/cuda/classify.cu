@@ -253,10 +253,10 @@ __device__ __forceinline__ void ce_grad_pack(Pack<T> &v, int64_t c0, int64_t tr,
 // row is loaded into registers at once, then its max and its sum of exp go over the lanes by
 // shuffles (no per-pack rescale), so PL loads per lane are in flight before the first
 // reduction. The target is read while the loads fly. Grid-stride over groups of kThreads / G
-// rows. MINB: the blocks per SM the registers must allow (5 keeps the float32 8-pack row at 48
-// registers without spills, where the compiler alone takes 60 and fits 4 blocks).
-template <class T, int PL, int G, int MINB>
-__global__ void __launch_bounds__(kThreads, MINB) ce_forward_fit_kernel(T *loss, double *partial, T *lse, const T *x,
+// rows. (Bounding its registers to 48 for 5 blocks per SM instead of 4, with no spills, made
+// the float32 forward slower on an H200: 77.0 against 75.3 us at 65536 x 1024.)
+template <class T, int PL, int G>
+__global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(T *loss, double *partial, T *lse, const T *x,
                                                                   const int64_t *t, int64_t rows, double scale) {
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
@@ -756,7 +756,6 @@ namespace {
 // take 15 or 16); a positive count: at most that many waves (the study's variants).
 constexpr int kBalancedWave = 0;
 constexpr int kCeForwardWaves = kBalancedWave;
-constexpr int kCeFitMinBlocks = 5;  // ce_forward_fit_kernel's MINB in production, float32
 
 // A kernel as a type, so a generic lambda can hand it to resident_blocks_per_sm.
 template <auto K>
@@ -765,7 +764,7 @@ using KernelC = std::integral_constant<decltype(K), K>;
 // The cross-entropy forward's launches on the grid `waves` names (kCeForwardWaves in
 // production; the study's variants pick others).
 void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int64_t *targets, int64_t rows,
-                int64_t cols, DType dtype, double scale, int waves, bool fit_min_blocks = true) {
+                int64_t cols, DType dtype, double scale, int waves) {
   dispatch_float(dtype, "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *x = static_cast<const T *>(logits);
@@ -794,12 +793,8 @@ void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int
     };
     const bool vec = cols % Pack<T>::N == 0 && is_aligned16(x);
     const auto fit = [&](auto g, auto pl) {
-      constexpr int kG = decltype(g)::value, kPL = decltype(pl)::value;
-      const int64_t blocks = (rows + kThreads / kG - 1) / (kThreads / kG);
-      // float32 only: the 16-bit rows' kernels spill under the bound (bfloat16 2048 columns: 180 bytes).
-      constexpr int kMinB = std::is_same<T, float>::value ? kCeFitMinBlocks : 1;
-      if (fit_min_blocks) launch(KernelC<ce_forward_fit_kernel<T, kPL, kG, kMinB>>{}, blocks);
-      else launch(KernelC<ce_forward_fit_kernel<T, kPL, kG, 1>>{}, blocks);
+      constexpr int kG = decltype(g)::value;
+      launch(KernelC<ce_forward_fit_kernel<T, decltype(pl)::value, kG>>{}, (rows + kThreads / kG - 1) / (kThreads / kG));
     };
     if constexpr (kVecType<T>) {
       if (vec && dispatch_fit(cols / Pack<T>::N, fit)) return;
@@ -1161,7 +1156,7 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 // ---- the study hook (backend/cuda/study.cuh has the common rules) ---------------------------------
 //
 // mt_study_cross_entropy: one training step's cross-entropy kernels on device buffers of dtype
-// (F32, F16, BF16; F64 takes variants 0 and 3 to 7), borrowed for the call and queued on the library's
+// (F32, F16, BF16; F64 takes variants 0 and 3 to 6), borrowed for the call and queued on the library's
 // stream: the forward writes loss (1) = mean over rows of (lse_r - x[r, t_r]) and lse (rows); the
 // backward writes dx (rows, cols) = dloss[0] / rows * (softmax(x) - onehot(t)). x (rows, cols),
 // t (rows) int64 in [0, cols) (not checked here). variant:
@@ -1173,7 +1168,6 @@ void index_add(Context &c, void *dx, const int64_t *idx, const void *dy, int64_t
 //   4  at most 2 waves
 //   5  at most 8 waves
 //   6  at most 4 waves
-//   7  production's grid, the exact-fit forward without its register bound (kCeFitMinBlocks)
 // 1 and 2 need cols % (16 / element size) == 0, 16-byte aligned x and dx, rows * cols / (16 /
 // element size) < 2^31 (MT_ERR_UNSUPPORTED otherwise); where those hold and the rows are not
 // exact-fit rows, production's backward is variant 2's.
@@ -1183,7 +1177,7 @@ extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, co
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_cross_entropy", [&] {
-    check_variant(variant, 7);
+    check_variant(variant, 6);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows > 0 && cols > 0, INVALID_ARGUMENT, "sizes must be positive (rows=%lld, cols=%lld)",
              (long long)rows, (long long)cols);
@@ -1200,8 +1194,8 @@ extern "C" MT_API int mt_study_cross_entropy(void *loss, void *lse, void *dx, co
                         units < (int64_t(1) << 31);
       MT_CHECK(variant == 0 || variant >= 3 || fits, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at x=%p, dx=%p",
                (int)variant, (long long)rows, (long long)cols, dtype_name((DType)dtype), x, dx);
-      static const int kWaves[] = {kCeForwardWaves, kCeForwardWaves, kCeForwardWaves, 1, 2, 8, 4, kCeForwardWaves};
-      ce_forward(c, loss, lse, x, t, rows, cols, (DType)dtype, scale, kWaves[variant], variant != 7);
+      static const int kWaves[] = {kCeForwardWaves, kCeForwardWaves, kCeForwardWaves, 1, 2, 8, 4};
+      ce_forward(c, loss, lse, x, t, rows, cols, (DType)dtype, scale, kWaves[variant]);
       if (variant == 0 || variant >= 3) {
         cross_entropy_backward(c, dx, x, lse, t, dloss, rows, cols, (DType)dtype, scale);
         return;
