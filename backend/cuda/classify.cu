@@ -209,6 +209,7 @@ template <class T, bool VEC, bool BLOCK>
 __global__ void __launch_bounds__(kThreads) ce_forward_kernel(T *loss, double *partial, T *lse, const T *x,
                                                               const int64_t *t, int64_t rows, int64_t cols, int G,
                                                               double scale) {
+  pdl_enter();  // launched with launch_pdl_wide
   using A = Compute<T>;
   __shared__ A red[64];
   const int nthr = BLOCK ? (int)blockDim.x : G;
@@ -258,6 +259,7 @@ __device__ __forceinline__ void ce_grad_pack(Pack<T> &v, int64_t c0, int64_t tr,
 template <class T, int PL, int G>
 __global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(T *loss, double *partial, T *lse, const T *x,
                                                                   const int64_t *t, int64_t rows, double scale) {
+  pdl_enter();  // launched with launch_pdl_wide
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   constexpr int64_t kCols = (int64_t)G * PL * N;
@@ -298,6 +300,7 @@ __global__ void __launch_bounds__(kThreads) ce_forward_fit_kernel(T *loss, doubl
 template <class T, int PL, int G>
 __global__ void __launch_bounds__(kThreads) ce_backward_fit_kernel(T *dx, const T *x, const T *lse, const int64_t *t,
                                                                    const T *dloss, int64_t rows, double scale) {
+  pdl_enter();  // launched with launch_pdl_wide
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   constexpr int64_t kCols = (int64_t)G * PL * N;
@@ -340,6 +343,7 @@ template <class T, bool CE, bool VEC, bool FAST>
 __global__ void __launch_bounds__(kThreads) ce_backward_kernel(T *dx, const T *x, const T *lse, const int64_t *t,
                                                                const T *dloss, int64_t rows, int64_t cols,
                                                                double scale, FastDivmod fd) {
+  pdl_enter();  // launched with launch_pdl_wide
   using A = Compute<T>;
   constexpr int W = VEC ? Pack<T>::N : 1;
   const A g = loss_grad_scale(dloss, scale);
@@ -376,6 +380,7 @@ template <class T, int UNROLL>
 __global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, const T *x, const T *lse,
                                                                         const int64_t *t, const T *dloss,
                                                                         int64_t units, double scale, FastDivmod fd) {
+  pdl_enter();  // launched with launch_pdl_wide
   using A = Compute<T>;
   constexpr int W = Pack<T>::N;
   const A g = loss_grad_scale(dloss, scale);
@@ -406,6 +411,7 @@ __global__ void __launch_bounds__(kThreads) ce_backward_unrolled_kernel(T *dx, c
 __global__ void __launch_bounds__(kThreads) range_check_kernel(unsigned long long *answer, unsigned long long *first,
                                                                unsigned *done, const int64_t *idx, int64_t n,
                                                                int64_t bound) {
+  pdl_enter();  // launched with launch_pdl_wide
   __shared__ unsigned long long block_first;
   if (threadIdx.x == 0) block_first = ~0ull;
   __syncthreads();
@@ -784,10 +790,12 @@ void ce_forward(Context &c, void *loss, void *lse, const void *logits, const int
       }
       const unsigned grid = grid_of(want);
       if (grid == 1) {
-        kernel<<<1, kThreads, 0, c.stream>>>(out, nullptr, l, x, targets, rows, args..., scale);
+        MT_CUDA_CHECK(launch_pdl_wide(c, kernel, dim3(1), kThreads, out, (double *)nullptr, l, x, targets, rows,
+                                      args..., scale));
       } else {
         PoolBuffer partial((int64_t)grid * (int64_t)sizeof(double));
-        kernel<<<grid, kThreads, 0, c.stream>>>(out, partial.as<double>(), l, x, targets, rows, args..., scale);
+        MT_CUDA_CHECK(launch_pdl_wide(c, kernel, dim3(grid), kThreads, out, partial.as<double>(), l, x, targets, rows,
+                                      args..., scale));
       }
       MT_CUDA_CHECK_LAUNCH("cross_entropy");
     };
@@ -838,24 +846,28 @@ void ce_nll_backward(Context &c, const char *op, void *dx, const void *logits, c
     const bool fast = units < (int64_t(1) << 31);
     const FastDivmod fd(fast ? (uint32_t)upr : 1u);
     const unsigned grid = grid_stride_blocks(c, units);
+    // Every backward kernel begins with pdl_enter(): launched so, it is scheduled while the
+    // forward's last blocks run.
+    const auto launch = [&](auto kernel, unsigned blocks, auto... args) {
+      MT_CUDA_CHECK(launch_pdl_wide(c, kernel, dim3(blocks), kThreads, d, x, l, targets, g, args...));
+    };
     const auto fit = [&](auto gl, auto pl) {
       constexpr int kG = decltype(gl)::value;
-      ce_backward_fit_kernel<T, decltype(pl)::value, kG><<<grid_of((rows + kThreads / kG - 1) / (kThreads / kG)),
-                                                           kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, scale);
+      launch(ce_backward_fit_kernel<T, decltype(pl)::value, kG>, grid_of((rows + kThreads / kG - 1) / (kThreads / kG)),
+             rows, scale);
     };
     bool done = false;
     if constexpr (CE && kVecType<T>) done = vec && dispatch_fit(upr, fit);
     if (done) {
     } else if (CE && kVecType<T> && vec && fast) {
       // 8 units in flight per thread: 826 -> 802 us forward+backward at 8192 x 32768 f32 (H200).
-      ce_backward_unrolled_kernel<T, 8><<<grid_of((units + kThreads * 8 - 1) / (kThreads * 8)), kThreads, 0,
-                                          c.stream>>>(d, x, l, targets, g, units, scale, fd);
+      launch(ce_backward_unrolled_kernel<T, 8>, grid_of((units + kThreads * 8 - 1) / (kThreads * 8)), units, scale, fd);
     } else if (vec) {
-      if (fast) ce_backward_kernel<T, CE, true, true><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
-      else ce_backward_kernel<T, CE, true, false><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
+      if (fast) launch(ce_backward_kernel<T, CE, true, true>, grid, rows, cols, scale, fd);
+      else launch(ce_backward_kernel<T, CE, true, false>, grid, rows, cols, scale, fd);
     } else {
-      if (fast) ce_backward_kernel<T, CE, false, true><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
-      else ce_backward_kernel<T, CE, false, false><<<grid, kThreads, 0, c.stream>>>(d, x, l, targets, g, rows, cols, scale, fd);
+      if (fast) launch(ce_backward_kernel<T, CE, false, true>, grid, rows, cols, scale, fd);
+      else launch(ce_backward_kernel<T, CE, false, false>, grid, rows, cols, scale, fd);
     }
     MT_CUDA_CHECK_LAUNCH(op);
   });
@@ -973,8 +985,8 @@ int64_t range_check_queue(Context &c, const int64_t *idx, int64_t n, int64_t bou
       std::lock_guard<std::mutex> lock(s.mu);  // another thread may be growing the vector
       slot = s.slots[(size_t)ticket];
     }
-    range_check_kernel<<<grid_stride_blocks(c, n), kThreads, 0, c.stream>>>(slot.host_dev, slot.first, slot.count,
-                                                                             idx, n, bound);
+    MT_CUDA_CHECK(launch_pdl_wide(c, range_check_kernel, dim3(grid_stride_blocks(c, n)), kThreads, slot.host_dev,
+                                  slot.first, slot.count, idx, n, bound));
     MT_CUDA_CHECK_LAUNCH("range check");
     MT_CUDA_CHECK(cudaEventRecord(slot.done, c.stream));
   } catch (...) {
