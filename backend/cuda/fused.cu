@@ -900,6 +900,7 @@ struct ParamStore {
 // grid-stride loop of single elements. THREADS and UNROLL are the study's knobs (mt_study_gelu).
 template <class T, bool VEC, bool BWD, int THREADS = kElemThreads, int UNROLL = kElemUnroll>
 __global__ void __launch_bounds__(THREADS) gelu_kernel(T *out, const T *x, const T *dy, int64_t n) {
+  pdl_enter();  // the VEC launch is launch_pdl_wide's
   auto f = [](T xv, T dv) -> T {
     if constexpr (BWD) return from_compute<T>(gelu_grad(to_compute(xv), to_compute(dv)));
     else return from_compute<T>(gelu_value(to_compute(xv)));
@@ -1245,8 +1246,8 @@ template <class T, bool BWD, int THREADS = kElemThreads, int UNROLL = kElemUnrol
 void gelu_t(Context &c, T *out, const T *x, const T *dy, int64_t n) {
   const bool vec = is_aligned16(out) && is_aligned16(x) && is_aligned16(dy);
   if (vec) {
-    gelu_kernel<T, true, BWD, THREADS, UNROLL>
-        <<<tiles_of(n / Pack<T>::N, THREADS, UNROLL), THREADS, 0, c.stream>>>(out, x, dy, n);
+    MT_CUDA_CHECK(launch_pdl_wide(c, gelu_kernel<T, true, BWD, THREADS, UNROLL>,
+                                  dim3(tiles_of(n / Pack<T>::N, THREADS, UNROLL)), THREADS, out, x, dy, n));
   } else {
     constexpr auto kernel = gelu_kernel<T, false, BWD>;
     kernel<<<wave_grid<kernel>(c.sm_count, n, kElemThreads, kElemThreads), kElemThreads, 0, c.stream>>>(out, x, dy, n);
