@@ -25,6 +25,18 @@ def _new(fn, *args, _object_new=object.__new__):
     return t
 
 
+def _new_as(fn, dt, x, *rest, _object_new=object.__new__):
+    """_new for an op of one tensor x (then rest) whose result has x's dtype dt: x's handle is
+    passed as it is (ctypes converts an int faster than an object's _as_parameter_), and the
+    new tensor knows its dtype without asking the library."""
+    out = c_void_p()
+    fn(byref(out), x._as_parameter_, *rest)
+    t = _object_new(Tensor)
+    t._as_parameter_ = out.value
+    t._dtype = dt
+    return t
+
+
 def _int64_array(values):
     n = len(values)
     return ((c_int64 * n)(*values) if n else None), n
@@ -120,10 +132,11 @@ def _unary_op(cname, floating=False):
     fn = getattr(lib, cname)
     if floating:
         def op(self):
-            return _new(fn, _floating(self))
+            x = _floating(self)
+            return _new_as(fn, x.dtype, x)
     else:
         def op(self):
-            return _new(fn, self)
+            return _new_as(fn, self.dtype, self)
     op.__name__ = cname[3:]
     op.__doc__ = "Elementwise %s (%s)." % (cname[3:], cname)
     return op

@@ -25,7 +25,7 @@ from ctypes import byref, c_double, c_int32, c_int64, c_void_p
 from . import _convert, _core, _format
 from . import _dtype as D
 from ._core import (NOT_IN_ABI, _binary, _cast, _checked, _dim_op, _floating, _for_scalar,
-                    _int64_array, _is_integral, _is_scalar, _new, _reduction, _scalar_tensor,
+                    _int64_array, _is_integral, _is_scalar, _new, _new_as, _reduction, _scalar_tensor,
                     _shape_args, _unary_op, _wrap_dim, result_type)
 from ._indexing import IndexingMixin
 from ._inplace import InplaceMixin
@@ -340,21 +340,24 @@ class Tensor(IndexingMixin, InplaceMixin):
         if isinstance(other, Tensor):
             return _binary(lib.mt_add, self, other, True)
         if _is_scalar(other):
-            return _new(lib.mt_add_scalar, _for_scalar(self, other), float(other))
+            x = _for_scalar(self, other)
+            return _new_as(lib.mt_add_scalar, x.dtype, x, float(other))
         return NotImplemented
 
     def _sub(self, other):
         if isinstance(other, Tensor):
             return _binary(lib.mt_sub, self, other, True)
         if _is_scalar(other):
-            return _new(lib.mt_add_scalar, _for_scalar(self, other), -float(other))
+            x = _for_scalar(self, other)
+            return _new_as(lib.mt_add_scalar, x.dtype, x, -float(other))
         return NotImplemented
 
     def _mul(self, other):
         if isinstance(other, Tensor):
             return _binary(lib.mt_mul, self, other, True)
         if _is_scalar(other):
-            return _new(lib.mt_mul_scalar, _for_scalar(self, other), float(other))
+            x = _for_scalar(self, other)
+            return _new_as(lib.mt_mul_scalar, x.dtype, x, float(other))
         return NotImplemented
 
     def _div(self, other):
