@@ -263,6 +263,38 @@ class MetadataTest(TestCase):
         with self.assertRaises(TypeError):
             t.to(bogus=1)
 
+    def test_operator_results_know_their_dtype(self):
+        # Arithmetic, scalar and unary results take their dtype from the operands without asking
+        # the library (_binary, _new_as); each must match what the library says of the tensor.
+        from ctypes import byref, c_int32
+
+        from minitorch._lib import lib
+
+        def library_dtype(t):
+            code = c_int32()
+            lib.mt_tensor_dtype(t, byref(code))
+            return mt._dtype.dtype_from_code(code.value)
+
+        ops = {"a + a": lambda a, f: a + a, "a - a": lambda a, f: a - a, "a * a": lambda a, f: a * a,
+               "a == a": lambda a, f: a == a, "maximum": lambda a, f: a.maximum(a),
+               "f + 1.5": lambda a, f: f + 1.5, "f - 2": lambda a, f: f - 2, "f * 3": lambda a, f: f * 3,
+               "relu": lambda a, f: f.relu(), "exp": lambda a, f: a.exp(), "sqrt": lambda a, f: a.sqrt(),
+               "abs": lambda a, f: f.abs(), "neg": lambda a, f: -f, "a + f": lambda a, f: a + f,
+               "f ** f": lambda a, f: f ** f}
+        checked = 0
+        for dt in (mt.float32, mt.float64, mt.float16, mt.bfloat16, mt.int64, mt.int32, mt.uint8):
+            a = mt.tensor([1, 2, 3], dtype=dt)
+            f = a if dt.is_floating_point else a.float()
+            for name, op in ops.items():
+                with self.subTest(dtype=dt, op=name):
+                    try:
+                        r = op(a, f)
+                    except mt.DTypeError:  # not an op of this dtype on this device
+                        continue
+                    self.assertIs(r.dtype, library_dtype(r))
+                    checked += 1
+        self.assertGreaterEqual(checked, 2 * len(ops))  # float32 and float64 take every op
+
     def test_detach_shares_storage_clone_does_not(self):
         a = mt.tensor([1.0, 2.0], requires_grad=True)
         d = a.detach()
