@@ -179,27 +179,7 @@ __device__ unsigned int g_ce_loss_ticket = 0;
 // given input gives the same bits on every run. A grid of one block needs no partials.
 template <class T>
 __device__ __forceinline__ void ce_loss_finish(T *loss, double *partial, double acc, double scale) {
-  __shared__ bool last;
-  acc = block_sum(acc);
-  if (gridDim.x == 1) {
-    if (threadIdx.x == 0) *loss = from_compute<T>(acc * scale);
-    return;
-  }
-  if (threadIdx.x == 0) {
-    partial[blockIdx.x] = acc;
-    __threadfence();  // the partial is visible before the ticket says so
-    last = atomicAdd(&g_ce_loss_ticket, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  double v = 0;
-  for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) v += __ldcg(partial + i);
-  v = block_sum(v);
-  if (threadIdx.x == 0) {
-    *loss = from_compute<T>(v * scale);
-    g_ce_loss_ticket = 0;
-  }
+  grid_sum_finish(block_sum(acc), partial, &g_ce_loss_ticket, [&](double v) { *loss = from_compute<T>(v * scale); });
 }
 
 // One pass over each row: lse[r], and *loss = scale * sum_r (lse_r - x[r, t_r]) by

@@ -18,6 +18,7 @@
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
+//   grid_sum_finish                         a grid's sum finished by its last block (a ticket)
 //   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
 //
 // defines: the names above
@@ -451,6 +452,36 @@ __device__ __forceinline__ A block_sum(A v) {
   }
   __syncthreads();
   return v;
+}
+
+// The end of a one-launch grid sum. s: this block's sum (block_sum's result, valid in thread
+// 0). A grid of one block calls finish(s) at once; otherwise each block writes its sum into
+// partial[blockIdx.x] and takes a ticket, and the last block to arrive adds the partials in
+// block order, calls finish(total) in thread 0 and resets *ticket to 0 for the next launch.
+// The grid is fixed by the caller's shape and GPU, so a given input gives the same bits on
+// every run. Launches that share a ticket must not overlap (the library's one stream).
+template <class A, class Finish>
+__device__ __forceinline__ void grid_sum_finish(A s, A *partial, unsigned int *ticket, Finish finish) {
+  __shared__ bool last;
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) finish(s);
+    return;
+  }
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = s;
+    __threadfence();  // the partial is visible before the ticket says so
+    last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  A v = 0;
+  for (int64_t i = threadIdx.x; i < gridDim.x; i += blockDim.x) v += __ldcg(partial + i);
+  v = block_sum(v);
+  if (threadIdx.x == 0) {
+    finish(v);
+    *ticket = 0;
+  }
 }
 
 // ---- dtype dispatch -------------------------------------------------------------------

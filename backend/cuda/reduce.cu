@@ -211,7 +211,6 @@ __global__ void __launch_bounds__(kThreads) sum_onepass_kernel(T *out, Compute<T
                                                                Compute<T> scale, Compute<T> beta) {
   using Acc = Compute<T>;
   constexpr int N = Pack<T>::N;
-  __shared__ bool last;
   const int64_t nv = n / N;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -239,26 +238,7 @@ __global__ void __launch_bounds__(kThreads) sum_onepass_kernel(T *out, Compute<T
   Acc s = acc[0];
 #pragma unroll
   for (int u = 1; u < UNROLL; ++u) s += acc[u];
-  s = block_sum(s);
-  if (gridDim.x == 1) {  // the whole sum in one block: no partials, no ticket
-    if (threadIdx.x == 0) write_out(out, s, scale, beta);
-    return;
-  }
-  if (threadIdx.x == 0) {
-    partial[blockIdx.x] = s;
-    __threadfence();  // the partial is visible before the ticket says so
-    last = atomicAdd(&g_sum_ticket, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  Acc v = 0;
-  for (int64_t i = threadIdx.x; i < gridDim.x; i += blockDim.x) v += __ldcg(partial + i);
-  v = block_sum(v);
-  if (threadIdx.x == 0) {
-    write_out(out, v, scale, beta);
-    g_sum_ticket = 0;
-  }
+  grid_sum_finish(block_sum(s), partial, &g_sum_ticket, [&](Acc v) { write_out(out, v, scale, beta); });
 }
 
 // ---- launch helpers ---------------------------------------------------------------------

@@ -8,6 +8,8 @@ row per head dim and direction (the candidates for fa_configs.h's production def
   python3 scripts/bench/tune_attention.py --write    also replace the tuning section of
                                                      docs/flash_attention.md
   python3 scripts/bench/tune_attention.py --quick    two sequence lengths instead of three
+  python3 scripts/bench/tune_attention.py --seq 512 --dims 64 --only wgmma
+                                                     chosen sequence lengths, head dims, kernels
 
 Needs a GPU and torch (buffers are torch CUDA tensors; torch's SDPA output checks each
 configuration's forward: relative error < 1e-2 or the cell says FAIL). Kernels run through the
@@ -40,6 +42,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="replace the tuning section of docs/flash_attention.md")
     ap.add_argument("--quick", action="store_true", help="T in {2048, 8192} only")
     ap.add_argument("--only", default="", help="comma-separated name prefixes of the kernels to time (e.g. 'tuned 1,wgmma')")
+    ap.add_argument("--seq", default="", help="comma-separated sequence lengths (overrides --quick)")
+    ap.add_argument("--dims", default="64,128", help="comma-separated head dims (64, 128)")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
@@ -64,7 +68,13 @@ def main():
     if args.only:
         configs = [c for c in configs if any(c[0].startswith(w.strip()) for w in args.only.split(","))]
     seq = [2048, 8192] if args.quick else [1024, 4096, 16384]
-    shapes = [(T, D, c) for D in (64, 128) for T in seq for c in (False, True)]
+    if args.seq:
+        seq = [int(v) for v in args.seq.split(",")]
+    dims = [int(v) for v in args.dims.split(",")]
+    if not seq or any(T < 1 for T in seq) or any(d not in (64, 128) for d in dims):
+        print("tune_attention.py: --seq needs positive lengths and --dims 64 and/or 128", file=sys.stderr)
+        return 2
+    shapes = [(T, D, c) for D in dims for T in seq for c in (False, True)]
 
     def mt_sync():
         U.check(U.LIB.mt_synchronize(), "mt_synchronize")
@@ -134,7 +144,7 @@ def main():
                 v = results[(name, s, direction)]
                 cells.append("FAIL" if v is None else "%.0f" % v)
                 by_d[s[1]].append(v)
-            gm = {}
+            gm = {64: None, 128: None}
             for d, vs in by_d.items():
                 gm[d] = None if (not vs or any(v is None for v in vs)) else math.exp(sum(math.log(v) for v in vs) / len(vs))
                 if gm[d] is not None and name.startswith(("tuned", "wgmma")) and (d not in best or gm[d] > best[d][1]):
@@ -143,7 +153,7 @@ def main():
                                                     "—" if gm[64] is None else "%.0f" % gm[64],
                                                     "—" if gm[128] is None else "%.0f" % gm[128]))
         lines.append("")
-        for d in (64, 128):
+        for d in dims:
             if d in best:
                 lines.append("Best tuned or wgmma %s row for D = %d: %s (geomean %.0f TFLOP/s)." % (direction, d, best[d][0],
                                                                                           best[d][1]))
