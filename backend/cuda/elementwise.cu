@@ -9,7 +9,7 @@
 // so an H100 (~3 TB/s copy) should run a 64M-element f32 unary in ~0.18 ms and a binary
 // in ~0.27 ms. What buys that: 16-byte loads and stores (float4 / double2 / 8 halves) on
 // the flat path whenever every pointer is 16-byte aligned, each block owning one contiguous
-// tile of 256 threads x 2 packs with every load issued before the first store (block_tile),
+// tile of 256 threads x 1 pack with every load issued before the first store (block_tile),
 // and a scalar tail; unaligned pointers take a grid-stride loop of single elements.
 // The broadcast path (plan.same false) maps each output index to the two input offsets
 // with at most 8 divisions by constants, done as multiply-high + shift (FastDivmod)
@@ -33,7 +33,10 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 2;  // 16-byte packs per thread and operand in a flat map's tile
+// 16-byte packs per thread and operand in a flat map's tile. bw_study.py on an H200, relu over
+// 64M / 16M f32: one pack 128.9 / 35.5 us, two 133.8 / 40.4 us, PyTorch 129.8 / 39.4 us.
+constexpr int kUnroll = 1;
+constexpr int kSplatUnroll = 2;  // 16-byte stores per thread of splat_kernel
 
 // ---- math by compute type ---------------------------------------------------------------
 
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(THREADS) map_tile_kernel(T *out, const T *a, c
 }
 
 // out (n) = *src in every element: COPY_B of a single element (the gradient of a sum, spread back
-// over its input's shape). 16-byte stores over block-local tiles of kThreads x kUnroll packs, the
+// over its input's shape). 16-byte stores over block-local tiles of kThreads x kSplatUnroll packs, the
 // n % N elements after the last pack by the first threads of block 0; out 16-byte aligned. The
 // general broadcast kernel stored 4 bytes a thread after its index math: 36 us for 32M float32
 // on an H200 against a write-only 31 us.
@@ -159,9 +162,9 @@ __global__ void __launch_bounds__(kThreads) splat_kernel(T *out, const T *src, i
 #pragma unroll
   for (int j = 0; j < N; ++j) p.v[j] = v;
   const int64_t packs = n / N;
-  const int64_t base = (int64_t)blockIdx.x * (kThreads * kUnroll) + threadIdx.x;
+  const int64_t base = (int64_t)blockIdx.x * (kThreads * kSplatUnroll) + threadIdx.x;
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < kSplatUnroll; ++u) {
     const int64_t i = base + (int64_t)u * kThreads;
     if (i < packs) store128(out + i * N, p);
   }
@@ -506,7 +509,7 @@ void launch_binary(Binary op, void *out, const void *a, const void *b, const Bro
     if (op == Binary::COPY_B && is_aligned16(out) &&
         std::all_of(plan.b_stride, plan.b_stride + plan.ndim, [](int64_t st) { return st == 0; })) {
       Context &c = context();
-      MT_CUDA_CHECK(launch_pdl_wide(c, splat_kernel<T>, dim3(tiles_of(plan.numel / Pack<T>::N, kThreads, kUnroll)),
+      MT_CUDA_CHECK(launch_pdl_wide(c, splat_kernel<T>, dim3(tiles_of(plan.numel / Pack<T>::N, kThreads, kSplatUnroll)),
                                     kThreads, o, pb, plan.numel));
       MT_CUDA_CHECK_LAUNCH("COPY_B");
       return;
@@ -541,10 +544,10 @@ extern "C" MT_API int mt_study_stream(void **stream) {
 
 // mt_study_relu: out (n) = relu(x (n)), device pointers of dtype (an mt_dtype: F32, F64, F16,
 // BF16), borrowed for the call, queued on the library's stream. variant:
-//   0  production (what mt_relu runs): block-local tiles of 256 threads x 2 packs (map_tile_kernel)
+//   0  production (what mt_relu runs): block-local tiles of 256 threads x 1 pack (map_tile_kernel)
 //   1  4 packs per thread a grid apart, one block per 1024 packs (the earlier production)
 //   2  4 packs per thread a grid apart, one wave of resident blocks walking the array (grid-stride)
-//   3  tiles of 256 threads x 1 pack
+//   3  tiles of 256 threads x 2 packs (production until an H200 measured 1 pack faster)
 //   4  tiles of 128 threads x 2 packs
 //   5  tiles of 256 threads x 4 packs
 //   6  tiles of 128 threads x 1 pack
@@ -572,7 +575,7 @@ extern "C" MT_API int mt_study_relu(void *out, const void *x, int64_t n, int32_t
         case 0: launch_flat<T, 1, Fn>("study_relu", o, in, in, n, fn); break;
         case 1: launch_flat<T, 1, Fn, Walk::SPREAD, kThreads, 4>("study_relu", o, in, in, n, fn); break;
         case 2: launch_flat<T, 1, Fn, Walk::WAVE, kThreads, 4>("study_relu", o, in, in, n, fn); break;
-        case 3: launch_flat<T, 1, Fn, Walk::TILE, 256, 1>("study_relu", o, in, in, n, fn); break;
+        case 3: launch_flat<T, 1, Fn, Walk::TILE, 256, 2>("study_relu", o, in, in, n, fn); break;
         case 4: launch_flat<T, 1, Fn, Walk::TILE, 128, 2>("study_relu", o, in, in, n, fn); break;
         case 5: launch_flat<T, 1, Fn, Walk::TILE, 256, 4>("study_relu", o, in, in, n, fn); break;
         default: launch_flat<T, 1, Fn, Walk::TILE, 128, 1>("study_relu", o, in, in, n, fn); break;

@@ -58,8 +58,8 @@ FLAT_SIZES = [1 << 26, 1 << 24]
 OPS = {
     # op: (hook, variants, variant names)
     "relu": ("mt_study_relu", list(range(7)),
-             {0: "production (tiles of 256 x 2 packs)", 1: "4 packs a grid apart, 1 block/1024 packs",
-              2: "4 packs a grid apart, one-wave grid-stride", 3: "tiles of 256 x 1 pack", 4: "tiles of 128 x 2 packs",
+             {0: "production (tiles of 256 x 1 pack)", 1: "4 packs a grid apart, 1 block/1024 packs",
+              2: "4 packs a grid apart, one-wave grid-stride", 3: "tiles of 256 x 2 packs", 4: "tiles of 128 x 2 packs",
               5: "tiles of 256 x 4 packs", 6: "tiles of 128 x 1 pack"}),
     "gelu": ("mt_study_gelu", list(range(4)),
              {0: "production (tiles of 256 x 1 pack)", 1: "tiles of 256 x 4 packs", 2: "tiles of 256 x 2 packs",

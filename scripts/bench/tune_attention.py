@@ -50,6 +50,7 @@ def main():
 
     import torch
     import abi_util as U
+    import workloads  # noqa: F401 - first: it imports workloads_attention itself
     from workloads_attention import HEADS, TOKENS, Problem, flops, sdpa_context, study_fn
 
     if not torch.cuda.is_available() or not U.HAVE_CUDA:
