@@ -753,15 +753,19 @@ __global__ void __launch_bounds__(kFusedThreads)
 // x and dy reach shared memory by cp.async one row ahead: while a row's sums go over the cluster
 // and its dx is written, the next row's loads are in flight. Each thread copies and reads only
 // its own packs, so no block barrier guards the stages (dynamic shared memory: 2 stages x (x, dy)
-// x PL x blockDim.x 16-byte packs). The two row sums go over the cluster through distributed
-// shared memory, added in rank order; their slots alternate between two pairs, so one cluster
-// barrier per row is enough (a block writes a pair again only two rows later, after every block
-// has passed the barrier that follows the reads of it). Three blocks per SM (96 -> 80 registers,
-// 3 x 64 KB of stages for f32 rows of 32768): 8192 x 32768 forward+backward on an H200 2.63 ms,
-// against 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead;
-// this kernel alone 1434 us there (2.2 TB/s; Nsight Compute: 45% of the stalls wait on the
-// stages). Three stages (two rows ahead) at two blocks per SM, 4 rows in flight per SM instead
-// of 3, were slower: 1570 us.
+// x PL x blockDim.x 16-byte packs). The two row sums go over the cluster by one push exchange
+// (cluster_allsum2: every block writes its sums into every block's pairs, which each adds in rank
+// order after the barrier); the pairs alternate between two arrays, so one cluster barrier per
+// row is enough (a block writes an array again only two rows later, after every block has passed
+// the barrier that follows its reads of it). Three blocks per SM (96 -> 80 registers, 3 x 64 KB
+// of stages for f32 rows of 32768): 8192 x 32768 forward+backward on an H200 2.63 ms, against
+// 2.72 ms with two blocks per SM and 2.87 ms with x and dy held in registers instead; this
+// kernel alone 1434 us there (2.2 TB/s; Nsight Compute: 45% of the stalls wait on the stages).
+// Three stages (two rows ahead) at two blocks per SM, 4 rows in flight per SM instead of 3, were
+// slower: 1570 us. Pulling the other blocks' sums after the barrier (each thread reading K remote
+// pairs) instead of the push: 2.51 against 2.24 ms forward+backward (H200, same build); with the
+// pull, writing dy * gamma back into the stage so that dx needs no second read of gamma gave
+// 2.42 ms, with the push no gain (2.25 ms), so it was not kept.
 template <class T, int PL>
 __global__ void __launch_bounds__(kFusedThreads, 3)
     ln_bwd_cluster_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
@@ -773,8 +777,10 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
   extern __shared__ __align__(16) unsigned char stage_bytes[];
   Pack<T> *stage = reinterpret_cast<Pack<T> *>(stage_bytes);
   __shared__ A red[64];
-  __shared__ A slot[2][2];  // [row parity][sg, sgx]
+  __shared__ A pairs[2][2 * 8];  // [row parity][2 rank + (sg, sgx)] of each block (K <= 8)
   cg::cluster_group cl = cg::this_cluster();
+  // Every block of the cluster must have begun before any writes into another's shared memory.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   const unsigned K = cl.num_blocks();
   const int64_t q = blockIdx.x / K, Q = gridDim.x / K;
   const int64_t p0 = (int64_t)cl.block_rank() * slice, p1 = min(p0 + slice, d / N);
@@ -797,6 +803,7 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
 #pragma unroll
     for (int j = 0; j < N; ++j) sdx[k][j] = sd[k][j] = A(0);
   fetch(0, q);
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
   int s = 0;
   for (int64_t r = q; r < rows; r += Q, s ^= 1) {
     fetch(s ^ 1, r + Q);
@@ -806,7 +813,7 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
       ln_bwd_pack_sums(at(s, 0, k), at(s, 1, k), pack_or(gamma, p * N, 1.f), m, rs, sg, sgx, sdx[k], sd[k]);
     });
-    cluster_allsum2(sg, sgx, red, &slot[s][0]);
+    cluster_allsum2(sg, sgx, red, &pairs[s][0]);
     sg /= A(d);
     sgx /= A(d);
     slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
@@ -821,7 +828,6 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
       pb[q * d + p * N + j] = sd[k][j];
     }
   });
-  cl.sync();  // no block leaves while another may still read its slots
 }
 
 // Column sums in a fixed order. Block (kColTile, LANES) owns columns blockIdx.x * 32 + tx
