@@ -15,7 +15,8 @@ minitorch's output against PyTorch's (relative error < 1e-2, else the row fails)
 
   attention        every row (T x D x causal x direction: 48 rows with their checks);
                    MT_BENCH_ATTENTION_QUICK=1 keeps four representative shapes (8 rows):
-                   T 2048 / 8192, D 64 / 128, causal and not
+                   T 2048 / 8192, D 64 / 128, causal and not; MT_BENCH_ATTENTION_T=512,1024
+                   keeps the rows of those sequence lengths
   attention-f32    mt_self_attention (float32, the heads read in place from a packed q|k|v
                    projection [B, T, 3 H Dh]) forward and forward+backward, causal, at the char-GPT
                    shapes (B 32: T 128 with 4 heads of 16, T 256 with 4 heads of 32) and at T 1024,
@@ -167,7 +168,12 @@ def bench_attention(ctx):
     """FlashAttention bf16 fwd and fwd+bwd vs torch SDPA (flash, cuDNN), B*T 16K, H 16, T 512..16K."""
     if ctx.dry:
         return bench_rows(ctx, QUICK[:1])
-    return bench_rows(ctx, QUICK if os.environ.get("MT_BENCH_ATTENTION_QUICK") == "1" else all_shapes())
+    shapes = QUICK if os.environ.get("MT_BENCH_ATTENTION_QUICK") == "1" else all_shapes()
+    only_t = os.environ.get("MT_BENCH_ATTENTION_T", "")
+    if only_t:
+        keep = {int(v) for v in only_t.split(",")}
+        shapes = [s for s in shapes if s[0] in keep]
+    return bench_rows(ctx, shapes)
 
 
 F32_SHAPES = [(32, 128, 4, 16), (32, 256, 4, 32), (8, 1024, 4, 32)]

@@ -13,6 +13,8 @@
 // backward keeps dK and dV of 16 key rows per warp in registers (2 x D / 2 f32 per thread).
 #pragma once
 
+#include <cstdint>
+
 #define MT_FA_TUNED_D64(X)                    \
   X(0, 64, 64, 4, 64, 64, 4, true)            \
   X(1, 128, 64, 4, 64, 64, 4, false)          \
@@ -55,23 +57,27 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 constexpr int default_forward_config(int) { return 1; }
 // On a compute capability 9.0 device production is generation 5 (wgmma) (H200, 2026-11-26,
 // tune_attention.py --quick, geomean TFLOP/s at D 64 / 128):
-//   forward: row 0 for both head dims (BC 128, 2 warpgroups): 322 / 412, against tuned row 1's
+//   forward: row 0 for both head dims (BC 128, 2 warpgroups; at D 64 up to 2048 keys row 2,
+//     below): 322 / 412, against tuned row 1's
 //     265 / 263 and PyTorch flash's 276 / 324;
 //   backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
 //     112 / 115.
-constexpr int default_wgmma_forward_config(int) { return 0; }
+// At D 64 and up to 2048 keys, forward row 2 (BC 64): tune_attention.py on an H200, 2026-11-27,
+// T 512: 287 / 182 TFLOP/s (causal: second) against row 0's 242 / 157 and PyTorch flash's 249 /
+// 144; T 2048 (2026-11-26): 340 / 278 against 326 / 269; T 8192: 353 / 317 against 362 / 337.
+constexpr int default_wgmma_forward_config(int d, int64_t tk) { return d == 64 && tk <= 2048 ? 2 : 0; }
 constexpr int default_wgmma_backward_config(int d) { return d == 64 ? 1 : 0; }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
 constexpr int kGenBackwardBR = D == 64 ? 64 : 32;
 
-// The generation and row a launch uses: the study selection (mt_study_flash_config), or
-// production when it is 0. Read by the launchers of flash_forward.cu / flash_backward.cu.
+// The generation and row a launch uses for head dim d and tk keys: the study selection
+// (mt_study_flash_config), or production when it is 0. Read by the launchers of flash_forward.cu / flash_backward.cu.
 struct Selection {
   int generation;
   int config;
 };
-Selection selected(bool forward, int d);
+Selection selected(bool forward, int d, int64_t tk);
 
 }  // namespace fa
 }  // namespace cuda
