@@ -3,10 +3,16 @@
 //
 // One cuDNN handle, created on first use and bound to the context stream. Per conv shape
 // (N, C, H, W, K, R, S, strides, paddings, dilations) one Plan holds the descriptors and, per
-// direction, the algorithm that cudnnGet*_v7's heuristics rank first among those that run
-// in full float32 (FMA math: no TF32, as the im2col path) within the workspace limit. The
-// heuristics run no kernels and synchronize nothing, so planning is safe during graph
-// capture; plans live for the process. Workspaces come from the context's pool.
+// direction, the fastest algorithm among those that run in full float32 (FMA math: no TF32, as
+// the im2col path) within the workspace limit, as cudnnFind*Algorithm measures it (it runs each
+// candidate on scratch buffers of its own and synchronizes the device). A plan first made while
+// the stream is being recorded into a graph, where nothing may synchronize, takes the algorithm
+// that cudnnGet*_v7's heuristics rank first instead (they run no kernels). The heuristics' first
+// choice can be far from the fastest at small shapes: the roadmap CNN's conv2 (64x8x14x14, 16
+// 3x3 filters) forward ran 77 us on it on an H200, where PyTorch's cuDNN call takes 22.5 us.
+// A measured choice can differ between processes where two algorithms time alike, and with it
+// the low bits of the results. Plans live for the process. Workspaces come from the context's
+// pool.
 #include "backend/cuda/cnn.h"
 #include "backend/cuda/context.h"
 
@@ -138,6 +144,25 @@ const Plan &plan_for(Context &c, const Conv2dArgs &a) {
   MT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, filt));
   MT_CHECK(pick(filt, n, w), UNSUPPORTED, "cuDNN conv2d: no float32 backward-filter algorithm for this shape");
+  if (!c.capturing()) {  // measure: each Find's list is sorted by time, so pick takes the fastest
+    cudnnConvolutionFwdAlgoPerf_t mf{};
+    cudnnConvolutionBwdDataAlgoPerf_t md{};
+    cudnnConvolutionBwdFilterAlgoPerf_t mw{};
+    if (cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
+                                             fwd) == CUDNN_STATUS_SUCCESS &&
+        pick(fwd, n, mf))
+      f = mf;
+    if (cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                  &n, data) == CUDNN_STATUS_SUCCESS &&
+        pick(data, n, md))
+      d = md;
+    if (cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+                                                    filt) == CUDNN_STATUS_SUCCESS &&
+        pick(filt, n, mw))
+      w = mw;
+    (void)cudaGetLastError();  // a Find that failed (out of memory, say) leaves the heuristics' choice
+  }
   p->fwd = f.algo, p->fwd_ws = f.memory;
   p->data = d.algo, p->data_ws = d.memory;
   p->filter = w.algo, p->filter_ws = w.memory;
