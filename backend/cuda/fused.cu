@@ -461,7 +461,6 @@ __global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
   constexpr int kMaxK = 8;
   constexpr int kStep = kRowThreads * N;        // elements between a thread's packs
   constexpr int kSlice = kRowThreads * PL * N;  // elements per block
-  pdl_enter();  // launched with launch_cluster_pdl (launch_persist)
   extern __shared__ __align__(16) unsigned char param_smem[];
   Pack<T> *gb = reinterpret_cast<Pack<T> *>(param_smem);  // gamma's packs, then beta's
   __shared__ A red[32];
@@ -775,7 +774,6 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
   namespace cg = cooperative_groups;
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
-  pdl_enter();  // launched with launch_cluster_pdl
   extern __shared__ __align__(16) unsigned char stage_bytes[];
   Pack<T> *stage = reinterpret_cast<Pack<T> *>(stage_bytes);
   __shared__ A red[64];
@@ -976,8 +974,8 @@ template <auto Kernel, class... Args>
 bool launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args) {
   if (smem > 48 * 1024 && !allow_smem<Kernel>(smem)) return false;
   const int64_t clusters = std::min<int64_t>(rows, resident_clusters<Kernel>(kRowThreads, K, smem));
-  MT_CUDA_CHECK(launch_cluster_pdl(c, Kernel, (unsigned)(clusters * K), kRowThreads, K, smem,
-                                   std::forward<Args>(args)...));
+  MT_CUDA_CHECK(launch_cluster(Kernel, (unsigned)(clusters * K), kRowThreads, K, smem, c.stream,
+                               std::forward<Args>(args)...));
   return true;
 }
 
@@ -1238,8 +1236,8 @@ bool layer_norm_cluster_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *
       const int64_t Q = std::min<int64_t>(rows, resident_clusters<kernel>(threads, K, smem));
       PoolBuffer partial(2 * Q * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + Q * d;
-      MT_CUDA_CHECK(launch_cluster_pdl(c, kernel, (unsigned)(Q * K), threads, K, smem, dx, dx_add, dy, x, mean, rstd,
-                                       gamma, pa, pb, rows, d, slice));
+      MT_CUDA_CHECK(launch_cluster(kernel, (unsigned)(Q * K), threads, K, smem, c.stream, dx, dx_add, dy, x, mean,
+                                   rstd, gamma, pa, pb, rows, d, slice));
       param_sums_of_partials<T>(c, dgamma, dbeta, pa, pb, Q, d);
       launched = true;
     });

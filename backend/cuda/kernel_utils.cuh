@@ -14,7 +14,7 @@
 //   ClusterLaunch, launch_cluster           a launch in thread-block clusters of K blocks (sm_90)
 //   resident_blocks_per_sm, resident_clusters   occupancy answers, asked once per kernel and shape
 //   allow_smem                              a kernel's opt-in to more than 48 KB of dynamic shared memory
-//   pdl_enter, launch_pdl(_if, _wide), launch_cluster_pdl   programmatic dependent launch (sm_90)
+//   pdl_enter, launch_pdl(_if, _wide)       programmatic dependent launch (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
@@ -273,8 +273,8 @@ int resident_blocks_per_sm(int threads) {
 // `smem` bytes of dynamic shared memory each, on `stream`. Not copyable: cfg points at attr.
 struct ClusterLaunch {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[2] = {};
-  ClusterLaunch(unsigned grid, int threads, int K, size_t smem, cudaStream_t stream, bool pdl = false) {
+  cudaLaunchAttribute attr[1] = {};
+  ClusterLaunch(unsigned grid, int threads, int K, size_t smem, cudaStream_t stream) {
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3((unsigned)threads);
     cfg.dynamicSmemBytes = smem;
@@ -283,10 +283,8 @@ struct ClusterLaunch {
     attr[0].val.clusterDim.x = (unsigned)K;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 2 : 1;
+    cfg.numAttrs = 1;
   }
   ClusterLaunch(const ClusterLaunch &) = delete;
   ClusterLaunch &operator=(const ClusterLaunch &) = delete;
@@ -343,15 +341,6 @@ template <class... KArgs, class... Args>
 cudaError_t launch_cluster(void (*kernel)(KArgs...), unsigned grid, int threads, int K, size_t smem,
                            cudaStream_t stream, Args &&...args) {
   ClusterLaunch cl(grid, threads, K, smem, stream);
-  return cudaLaunchKernelEx(&cl.cfg, kernel, std::forward<Args>(args)...);
-}
-
-// launch_cluster on c's stream with programmatic dependent launch where c allows it
-// (Context::pdl), as launch_pdl_wide: kernel must begin with pdl_enter() (declared below).
-template <class... KArgs, class... Args>
-cudaError_t launch_cluster_pdl(const Context &c, void (*kernel)(KArgs...), unsigned grid, int threads, int K,
-                               size_t smem, Args &&...args) {
-  ClusterLaunch cl(grid, threads, K, smem, c.stream, c.pdl);
   return cudaLaunchKernelEx(&cl.cfg, kernel, std::forward<Args>(args)...);
 }
 

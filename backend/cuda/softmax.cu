@@ -522,7 +522,6 @@ __global__ void __launch_bounds__(kRowThreads) softmax_cluster_kernel(T *y, cons
 template <class T, bool LOG, int PL>
 __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 5) : (PL <= 4 ? 3 : 2))
     softmax_cluster1_kernel(T *y, const T *x, int64_t cols) {
-  pdl_enter();  // launched with launch_cluster_pdl
   namespace cg = cooperative_groups;
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
@@ -838,8 +837,8 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
             MT_CUDA_CHECK(launch_cluster(softmax_cluster_kernel<T, LOG, kPL>, (unsigned)(rows * K), threads, K, 0,
                                          c.stream, y, x, cols, slice));
           else
-            MT_CUDA_CHECK(launch_cluster_pdl(c, softmax_cluster1_kernel<T, LOG, kPL>, (unsigned)(rows * K), threads,
-                                             K, 0, y, x, cols));
+            MT_CUDA_CHECK(launch_cluster(softmax_cluster1_kernel<T, LOG, kPL>, (unsigned)(rows * K), threads, K, 0,
+                                         c.stream, y, x, cols));
         });
       }
       break;
