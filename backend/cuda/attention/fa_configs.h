@@ -57,9 +57,8 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 constexpr int default_forward_config(int) { return 1; }
 // On a compute capability 9.0 device production is generation 5 (wgmma) (H200, 2026-11-26,
 // tune_attention.py --quick, geomean TFLOP/s at D 64 / 128):
-//   forward: row 0 for both head dims (BC 128, 2 warpgroups; at D 64 up to 2048 keys row 2,
-//     below): 322 / 412, against tuned row 1's
-//     265 / 263 and PyTorch flash's 276 / 324;
+//   forward: row 0 for both head dims (BC 128, 2 warpgroups; row 2 at D 64 up to 2048 keys,
+//     below): 322 / 412, against tuned row 1's 265 / 263 and PyTorch flash's 276 / 324;
 //   backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
 //     112 / 115.
 // At D 64 and up to 2048 keys, forward row 2 (BC 64): tune_attention.py on an H200, 2026-11-27,
@@ -72,7 +71,8 @@ template <int D>
 constexpr int kGenBackwardBR = D == 64 ? 64 : 32;
 
 // The generation and row a launch uses for head dim d and tk keys: the study selection
-// (mt_study_flash_config), or production when it is 0. Read by the launchers of flash_forward.cu / flash_backward.cu.
+// (mt_study_flash_config), or production when it is 0. Read by the launchers of
+// flash_forward.cu / flash_backward.cu.
 struct Selection {
   int generation;
   int config;
