@@ -442,11 +442,11 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
 }
 
 // (cluster, one exchange, persistent) ln_fwd_cluster1_kernel's scheme in a grid of resident
-// clusters that walk the rows (study variants 9 and 10; 10 is production's): cluster c takes rows c, c + C, ... (C
-// clusters), and block `rank` always the same slice of each row, so it reads its slice of gamma
-// and beta once into shared memory (2 x PL packs a thread, each thread reading back only its
-// own) instead of once per row from L2: 8192 x 32768 float32 moves 3 GB through L2 per launch
-// with the per-row reads and 2 GB without. The row's pair exchange alternates between two slot
+// clusters that walk the rows (study variants 9 and 10; 10 is production's): cluster c takes rows
+// c, c + C, ... (C clusters), and block `rank` always the same slice of each row, so it reads
+// its slice of gamma and beta once into shared memory (2 x PL packs a thread, each thread reading
+// back only its own) instead of once per row from L2: 8192 x 32768 float32 moves 3 GB through L2
+// per launch with the per-row reads and 2 GB without. The row's pair exchange alternates between two slot
 // arrays: a block can be one row ahead of another of its cluster, never two (each exchange ends
 // in a cluster barrier). kPrefetch (variant 10): the next row's packs are loaded before this
 // row's reductions, so loads stay in flight through the barrier and the stores. Grid: at most
