@@ -25,8 +25,9 @@
 // so x is read from DRAM once: G <= 32 lanes per row (several rows per warp when G < 32) up to
 // d = 1024, a block per row up to 32768 (forward) or 16384 (backward, which holds x and dy);
 // on Hopper, float32 forward rows of exactly 4 x 256 x 8 packs (32768 columns) go to clusters
-// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs, in a
-// persistent grid whose blocks keep their slice of gamma and beta in shared memory.
+// of 4 blocks per row with one exchange of per-block (mean, centred sum of squares) pairs (pushed
+// by st.async into each block's mbarrier), in a persistent grid whose blocks keep their slice of
+// gamma and beta in shared memory.
 // Other shapes (d not a multiple of the pack, float64, wider rows) take a warp per row
 // (d <= 1024) or a block per row that reads the row again from global memory (mostly L2),
 // with 16-byte accesses where d and the pointers allow.
@@ -357,10 +358,10 @@ __global__ void __launch_bounds__(kRowThreads)
 // ln_fwd_persist_kernel) from this block's PL packs v of the row and their sum s: the block's
 // mean m_b and centred sum of squares q_b (kSlice elements), pushed to every block of the cluster
 // (pairs: 2 K slots), then the K pairs merged in rank order into the row's mean m and rstd rs.
-template <class T, int PL>
+template <class T, int PL, class Share>
 __device__ __forceinline__ void ln_cluster1_stats(const Pack<T> (&v)[PL], Compute<T> s, Compute<T> *red,
-                                                  Compute<T> *pairs, unsigned rank, unsigned K, int64_t d,
-                                                  Compute<T> eps, Compute<T> &m, Compute<T> &rs) {
+                                                  Compute<T> *pairs, unsigned K, int64_t d, Compute<T> eps,
+                                                  Compute<T> &m, Compute<T> &rs, Share &&share) {
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   constexpr int kSlice = kRowThreads * PL * N;
@@ -375,7 +376,7 @@ __device__ __forceinline__ void ln_cluster1_stats(const Pack<T> (&v)[PL], Comput
     }
   }
   q = block_allsum(q, red);
-  cluster_share_pair(mb, q, pairs, rank, K);
+  share(mb, q);
   m = 0;
 #pragma unroll 1
   for (unsigned b = 0; b < K; ++b) m += pairs[2 * b];
@@ -425,7 +426,8 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
     for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
   }
   A m, rs;
-  ln_cluster1_stats<T, PL>(v, s, red, pairs, rank, K, d, eps, m, rs);
+  ln_cluster1_stats<T, PL>(v, s, red, pairs, K, d, eps, m, rs,
+                           [&](A a, A b) { cluster_share_pair(a, b, pairs, rank, K); });
   if (rank == 0 && threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;
@@ -442,16 +444,20 @@ __global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 6 : 4
 }
 
 // (cluster, one exchange, persistent) ln_fwd_cluster1_kernel's scheme in a grid of resident
-// clusters that walk the rows (study variants 9 and 10; 10 is production's): cluster c takes rows
+// clusters that walk the rows (study variants 9-11; 11 is production's): cluster c takes rows
 // c, c + C, ... (C clusters), and block `rank` always the same slice of each row, so it reads
 // its slice of gamma and beta once into shared memory (2 x PL packs a thread, each thread reading
 // back only its own) instead of once per row from L2: 8192 x 32768 float32 moves 3 GB through L2
 // per launch with the per-row reads and 2 GB without. The row's pair exchange alternates between two slot
 // arrays: a block can be one row ahead of another of its cluster, never two (each exchange ends
-// in a cluster barrier). kPrefetch (variant 10): the next row's packs are loaded before this
-// row's reductions, so loads stay in flight through the barrier and the stores. Grid: at most
-// the resident clusters, times K; dynamic shared memory 2 * PL * kRowThreads packs.
-template <class T, int PL, bool kPrefetch>
+// in a cluster barrier). kPrefetch (variants 10, 11): the next row's packs are loaded before this
+// row's reductions, so loads stay in flight through the barrier and the stores. kPush (variant
+// 11): the exchange by ClusterPush (st.async completing on each block's mbarrier) instead of
+// cluster_share_pair, whose barrier's release makes every thread wait for its stores of the
+// previous row (Nsight Compute, H200, variant 10: 24% of the warps' cycles stalled on a memory
+// barrier). Grid: at most the resident clusters, times K; dynamic shared memory
+// 2 * PL * kRowThreads packs.
+template <class T, int PL, bool kPrefetch, bool kPush>
 __global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
     ln_fwd_persist_kernel(T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma, const T *beta,
                           int64_t rows, int64_t d, Compute<T> eps) {
@@ -464,11 +470,14 @@ __global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
   extern __shared__ __align__(16) unsigned char param_smem[];
   Pack<T> *gb = reinterpret_cast<Pack<T> *>(param_smem);  // gamma's packs, then beta's
   __shared__ A red[32];
-  __shared__ A pairs[2][2 * kMaxK];
+  __shared__ __align__(16) A pairs[2][2 * kMaxK];
+  __shared__ uint64_t bar;
   cg::cluster_group cl = cg::this_cluster();
   const unsigned K = cl.num_blocks(), rank = cl.block_rank();
   const int64_t stride = gridDim.x / K;
   const int64_t col = (int64_t)rank * kSlice + threadIdx.x * N;  // this thread's first column
+  ClusterPush<A> push{&bar, rank, K};
+  if constexpr (kPush) push.init();
   // Every block of the cluster must have begun before any writes into another's shared memory.
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 #pragma unroll
@@ -489,7 +498,14 @@ __global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
       for (int j = 0; j < N; ++j) s += to_compute(v[k].v[j]);
     }
     A m, rs;
-    ln_cluster1_stats<T, PL>(v, s, red, pairs[it & 1], rank, K, d, eps, m, rs);
+    A *const slots = pairs[it & 1];
+    if constexpr (kPush) {
+      ln_cluster1_stats<T, PL>(v, s, red, slots, K, d, eps, m, rs, [&](A a, A b) { push.exchange(a, b, slots); });
+      push.done();  // this block has read its pairs
+    } else {
+      ln_cluster1_stats<T, PL>(v, s, red, slots, K, d, eps, m, rs,
+                               [&](A a, A b) { cluster_share_pair(a, b, slots, rank, K); });
+    }
     if (rank == 0 && threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = rs;
@@ -525,6 +541,7 @@ __global__ void __launch_bounds__(kRowThreads, kPrefetch ? 2 : 3)
       row(v, r, it);
     }
   }
+  if constexpr (kPush) push.finish();
 }
 
 // One 16-byte pack of dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)) (+ dx_add),
@@ -981,8 +998,8 @@ bool launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args
 
 // One forward launch of study variant `variant` (0: the production choice, see the file's doc).
 // Returns false when the variant cannot take the shape: 1-6 need 16-byte rows and pointers and a 2-
-// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5 and 7-10 wider rows; 9 and
-// 10 also decline where the runtime refuses their shared memory.
+// or 4-byte dtype; 1, 2 and 6 rows of at most kWarpMaxCols columns, 3-5 and 7-11 wider rows; 9-11
+// also decline where the runtime refuses their shared memory.
 //   1, 2  the register-cached warp kernel with at least 2 / 4 packs per lane (fewer lanes per row)
 //   3     the uncached block-per-row kernel, 16-byte accesses, re-reading the row from L2
 //   4, 5  clusters of 8 / 4 blocks per row (ln_fwd_cluster_kernel)
@@ -992,6 +1009,8 @@ bool launch_persist(Context &c, int K, size_t smem, int64_t rows, Args &&...args
 //         of exactly K x 256 threads x 1, 2, 4 or 8 packs
 //   9, 10 7's clusters of 4 in a persistent grid with gamma and beta in shared memory
 //         (ln_fwd_persist_kernel), 10 loading the next row before this row's reductions
+//   11    10 with the pair exchange by st.async into each block's mbarrier and a relaxed cluster
+//         barrier split across the row's stores (ClusterPush, row_stats.cuh)
 template <class T>
 bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *gamma,
                   const T *beta, int64_t rows, int64_t d, double eps) {
@@ -1002,12 +1021,13 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
   if (variant == 0 && vec && d <= kWarpMaxCols && layer_norm_t<T>(c, 6, y, mean, rstd, x, gamma, beta, rows, d, eps))
     return true;
   // From 32768 columns on Hopper, float32 rows that fit it exactly take persistent clusters of 4
-  // blocks with one exchange, gamma and beta read once into shared memory and the next row loaded
-  // early (variant 10): bw_study.py (H200) 8192 x 32768: the block-per-row kernel 683.0 us (75%
-  // of copy), clusters of 4 with one exchange (variant 7) 571.6 us (90%), variant 10 563.8 us
-  // (92%); the other widths and dtypes were not timed.
+  // blocks with one exchange, gamma and beta read once into shared memory, the next row loaded
+  // early and the exchange by st.async (variant 11): bw_study.py (H200) 8192 x 32768: the
+  // block-per-row kernel 683.0 us (75% of copy), clusters of 4 with one exchange (variant 7)
+  // 571.6 us (90%), variant 10 563.8 us (92%); in a later build 10 565.1 us (91%) against 11
+  // 558.0 us (93%). The other widths and dtypes were not timed.
   if (variant == 0 && vec && sizeof(T) == 4 && d >= kFwdCachedMaxCols && c.cc_major >= 9 &&
-      (layer_norm_t<T>(c, 10, y, mean, rstd, x, gamma, beta, rows, d, eps) ||
+      (layer_norm_t<T>(c, 11, y, mean, rstd, x, gamma, beta, rows, d, eps) ||
        layer_norm_t<T>(c, 7, y, mean, rstd, x, gamma, beta, rows, d, eps)))
     return true;
   bool done = false;
@@ -1039,7 +1059,7 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
       done = true;
     } else if (variant >= 4 && variant != 6 && vec && d > kWarpMaxCols) {
       constexpr int kMaxPL = 8;
-      const int K = variant == 4 || variant == 8 ? 8 : 4;  // 9, 10: clusters of 4
+      const int K = variant == 4 || variant == 8 ? 8 : 4;  // 9-11: clusters of 4
       int64_t slice = 0;
       int PL = 0, threads = 0;
       if (!cluster_shape(d / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
@@ -1055,13 +1075,16 @@ bool layer_norm_t(Context &c, int variant, T *y, Compute<T> *mean, Compute<T> *r
           MT_CUDA_CHECK(launch_cluster(ln_fwd_cluster1_kernel<T, kPL>, (unsigned)(rows * K), threads, K, 0, c.stream,
                                        y, mean, rstd, x, gamma, beta, d, (A)eps));
         else if (variant == 9)
-          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, false>>(
+          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, false, false>>(
+              c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
+        else if (variant == 10)
+          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, true, false>>(
               c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
         else
-          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, true>>(
+          launched = launch_persist<ln_fwd_persist_kernel<T, kPL, true, true>>(
               c, K, 2 * slice * sizeof(Pack<T>), rows, y, mean, rstd, x, gamma, beta, rows, d, (A)eps);
       });
-      if (!launched) return false;  // 9, 10: no shared memory for gamma and beta (production takes 7)
+      if (!launched) return false;  // 9-11: no shared memory for gamma and beta (production takes 7)
       done = true;
     }
   }
@@ -1359,7 +1382,7 @@ extern "C" MT_API int mt_study_layer_norm(void *y, void *mean, void *rstd, const
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_layer_norm", [&] {
-    check_variant(variant, 10);
+    check_variant(variant, 11);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(rows >= 0 && d >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, d=%lld)", (long long)rows,
              (long long)d);

@@ -13,7 +13,7 @@
 //
 // defines: dexp, dlog, dmax, kNegInf, online_add, online_merge, group_max, group_sum,
 //          group_merge, block_allmax, block_allsum, block_allmerge, cluster_allmax,
-//          cluster_allsum, cluster_allsum2, cluster_share_pair, slice_packs,
+//          cluster_allsum, cluster_allsum2, cluster_share_pair, ClusterPush, slice_packs,
 //          next_pow2, kCachedBlockThreads, kVecType, IntC, dispatch_pl, dispatch_fit, warp_shape,
 //          block_shape, cluster_shape, vec_ok
 #pragma once
@@ -171,6 +171,71 @@ __device__ __forceinline__ void cluster_share_pair(A a, A b, A *pairs, unsigned 
   cl.sync();
 }
 
+// The push exchange of cluster_share_pair without a cluster barrier's fences (sm_90): threads
+// 0..K-1 write the block's pair into pairs[2 rank], pairs[2 rank + 1] of block threadIdx.x with
+// st.async, each store completing 2 * sizeof(A) bytes on that block's mbarrier; every thread
+// then waits for its own mbarrier's phase, which thread 0 armed for K pairs. So the exchange
+// waits only for the K pairs, where barrier.cluster's release waits for every store the thread
+// has in flight (the previous row's outputs). What the barrier also gave, that no block writes
+// pairs another may still be reading, is the caller's: between two exchanges every thread of
+// the cluster calls done() after reading pairs and the next exchange waits for all of them
+// (barrier.cluster.arrive.relaxed / wait, split across the row's stores). Use: init() by all
+// threads before the cluster's first barrier (which must order it before any push), then
+// exchange(), done(), exchange(), done(), ..., finish().
+template <class A>
+struct ClusterPush {
+  uint64_t *bar;  // __shared__, this block's
+  unsigned rank, K, n = 0;
+
+  __device__ __forceinline__ static unsigned smem_u32(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+  }
+  __device__ __forceinline__ static unsigned remote(unsigned addr, unsigned block) {
+    unsigned out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(block));
+    return out;
+  }
+  __device__ __forceinline__ void init() const {
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar)) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+  }
+  __device__ __forceinline__ void exchange(A a, A b, A *pairs) {
+    if (n > 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    const unsigned mine = smem_u32(bar);
+    if (threadIdx.x == 0)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mine),
+                   "r"((unsigned)(2 * sizeof(A)) * K)
+                   : "memory");
+    if (threadIdx.x < K) {
+      const unsigned dst = remote(smem_u32(pairs + 2 * rank), threadIdx.x), dbar = remote(mine, threadIdx.x);
+      if constexpr (sizeof(A) == 4)
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(dst),
+                     "f"(a), "f"(b), "r"(dbar)
+                     : "memory");
+      else
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];" ::"r"(dst),
+                     "d"(a), "d"(b), "r"(dbar)
+                     : "memory");
+    }
+    unsigned ok = 0;
+    do {
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+          : "=r"(ok)
+          : "r"(mine), "r"(n & 1)
+          : "memory");
+    } while (!ok);
+    ++n;
+  }
+  __device__ __forceinline__ void done() const { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+  // No block exits while another may still push into it.
+  __device__ __forceinline__ void finish() const {
+    if (n > 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  }
+};
+
 // Two sums at once over the cluster, the same in every thread of every block, by one push
 // exchange: each warp's by shuffles, the block's by threads 0..K-1 (each adds the warps' sums in
 // warp order), which cluster_share_pair writes into every block's pairs; after the barrier each
@@ -179,7 +244,10 @@ __device__ __forceinline__ void cluster_share_pair(A a, A b, A *pairs, unsigned 
 // caller that exchanges again before every block has read its pairs alternates two arrays). Every
 // block of the cluster must have begun before the first call. Pulling the K sums from the other
 // blocks after the barrier instead cost LayerNorm's cluster backward (8192 x 32768 f32, H200)
-// 2.51 ms against 2.24 ms forward+backward.
+// 2.51 ms against 2.24 ms forward+backward. The push by ClusterPush instead (st.async, no
+// barrier fences; red alternating between two arrays, as nothing else would keep a thread
+// 0..K-1 from still reading it while another warp writes the next row's) gave the same: 2.25
+// against 2.24 ms forward+backward (H200, one build), so the barrier stays.
 template <class A>
 __device__ __forceinline__ void cluster_allsum2(A &a, A &b, A *red, A *pairs) {
   namespace cg = cooperative_groups;

@@ -19,7 +19,7 @@ lists and what each adds are documented beside each hook):
   sum          backend/cuda/reduce.cu       mt_study_sum          0..4
   softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..12 (1, naive, is skipped)
   log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
-  layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..10
+  layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..11
   cross_entropy backend/cuda/classify.cu    mt_study_cross_entropy 0..6: forward + backward (mean
                                                                   loss, dloss 1) against
                                                                   F.cross_entropy(x, t).backward()
@@ -72,11 +72,12 @@ OPS = {
                  6: ">=2 packs/lane, exp kept", 7: ">=4 packs/lane, exp kept", 8: "exact fit, >=4 packs/lane",
                  9: "cluster of 8", 10: "cluster of 4", 11: "cluster of 4, one exchange",
                  12: "cluster of 8, one exchange"}),
-    "layer_norm": ("mt_study_layer_norm", list(range(11)),
+    "layer_norm": ("mt_study_layer_norm", list(range(12)),
                    {0: "production", 1: ">=2 packs/lane", 2: ">=4 packs/lane", 3: "block, L2 re-read",
                     4: "cluster of 8", 5: "cluster of 4", 6: "exact fit, >=4 packs/lane",
                     7: "cluster of 4, one exchange", 8: "cluster of 8, one exchange",
-                    9: "persistent clusters of 4, gamma/beta in smem", 10: "9 + next row loaded early"}),
+                    9: "persistent clusters of 4, gamma/beta in smem", 10: "9 + next row loaded early",
+                    11: "10 + st.async pair exchange"}),
 }
 OPS["log_softmax"] = ("mt_study_log_softmax",) + OPS["softmax"][1:]
 OPS["gelu_bwd"] = OPS["gelu"]

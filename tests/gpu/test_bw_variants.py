@@ -11,8 +11,8 @@ GPU against the CPU reference backend in float64 (and against PyTorch where it i
   mt_study_softmax,     variants 0-12 on widths on both sides of 1024 (the warp / exact-fit / cluster
   mt_study_log_softmax  boundaries), odd widths (the vector variants must refuse), row counts that
                         leave the last block partly empty
-  mt_study_layer_norm   variants 0-10, with gamma and beta and without (NULL), y, mean and rstd;
-                        the persistent variants 9 and 10 also over row counts well beyond the
+  mt_study_layer_norm   variants 0-11, with gamma and beta and without (NULL), y, mean and rstd;
+                        the persistent variants 9-11 also over row counts well beyond the
                         clusters the GPU holds at once
 
   mt_study_cross_entropy variants 0-6: the mean loss and d/dlogits against the CPU's
@@ -144,7 +144,7 @@ def layer_norm_takes(v, cols, dtype):
     if v == 3:
         return cols > 1024
     k = 8 if v in (4, 8) else 4
-    if v >= 7:  # one exchange (9, 10: persistent): exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
+    if v >= 7:  # one exchange (9-11: persistent): exact fits of k blocks x 256 threads x 1, 2, 4 or 8 packs
         return cols > 1024 and any(packs_of(cols, elem) == k * 256 * pl for pl in (1, 2, 4, 8))
     return cols > 1024 and cluster_fits(cols, elem, k)
 
@@ -276,7 +276,7 @@ class TestBwVariants(CP.ClassifyCase):
                             bd, br = self.device_input(s, (cols,), dtype, 0.5)
                         want = host(s(U.call("mt_layer_norm", xr, gr, br, c_double(eps))))
                         mean_want, rstd_want = row_stats(host(xr), rows, cols, eps)
-                        for v in range(11):
+                        for v in range(12):
                             with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, affine=affine,
                                               variant=v):
                                 y = self.nan_tensor(s, (rows, cols), dtype)
@@ -297,7 +297,7 @@ class TestBwVariants(CP.ClassifyCase):
                                 self.assertRel(host(rstd), rstd_want, max(tol, 1e-5), "rstd vs cpu")
 
     def test_layer_norm_persistent_rows(self):
-        """Variants 9 and 10 (10 is production's at 32768 float32 columns on Hopper) walk the rows
+        """Variants 9-11 (11 is production's at 32768 float32 columns on Hopper) walk the rows
         in a grid of resident clusters: row counts several times the clusters an H100 or H200
         holds (132 SMs x 2 to 4 blocks / 4 blocks a cluster), odd so that some cluster's last
         pair of rows is cut short, must give every row's y, mean and rstd."""
@@ -309,7 +309,7 @@ class TestBwVariants(CP.ClassifyCase):
                 bd, br = self.device_input(s, (cols,), dtype, 0.5)
                 want = host(s(U.call("mt_layer_norm", xr, gr, br, c_double(eps))))
                 mean_want, rstd_want = row_stats(host(xr), rows, cols, eps)
-                for v in (0, 9, 10):
+                for v in (0, 9, 10, 11):
                     with self.subTest(dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols, variant=v):
                         y = self.nan_tensor(s, (rows, cols), dtype)
                         mean = self.nan_tensor(s, (rows,), MT_F32)

@@ -30,7 +30,7 @@ HOOKS = {
     "mt_study_gelu": ([VP, VP, VP, I64, I32, I32, I32], 3, GELU),
     "mt_study_softmax": ([VP, VP, I64, I64, I32, I32], 12, ROWS),
     "mt_study_log_softmax": ([VP, VP, I64, I64, I32, I32], 12, ROWS),
-    "mt_study_layer_norm": ([VP, VP, VP, VP, VP, VP, I64, I64, c_double, I32, I32], 10, LN),
+    "mt_study_layer_norm": ([VP, VP, VP, VP, VP, VP, I64, I64, c_double, I32, I32], 11, LN),
     "mt_study_cross_entropy": ([VP, VP, VP, VP, VP, VP, I64, I64, I32, I32], 6, CE),
 }
 HAVE = all(getattr(LIB, name, None) is not None for name in list(HOOKS) + ["mt_study_stream"])
