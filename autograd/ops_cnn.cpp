@@ -95,8 +95,8 @@ Ref pool(Op op, const Ref &x, int64_t kernel, int64_t stride) {
 }  // namespace
 
 int64_t set_conv_algo(int64_t algo) {
-  MT_CHECK(algo >= 0 && algo <= 2, INVALID_ARGUMENT, "algo must be 0 (auto), 1 (im2col + GEMM) or 2 (cuDNN), got %lld",
-           (long long)algo);
+  MT_CHECK(algo >= 0 && algo <= 3, INVALID_ARGUMENT,
+           "algo must be 0 (auto), 1 (im2col + GEMM), 2 (cuDNN) or 3 (direct), got %lld", (long long)algo);
 #ifndef MT_HAVE_CUDNN
   MT_CHECK(algo != 2, UNSUPPORTED, "the cuDNN convolution path (algo 2) is not in this build (built without cuDNN)");
 #endif

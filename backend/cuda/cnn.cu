@@ -1,5 +1,5 @@
-// cnn.cu - convolutions as im2col + cuBLAS GEMM, pooling, batch norm; and the choice
-// between the im2col path and cuDNN (cudnn.cu) for each conv shape.
+// cnn.cu - convolutions as im2col + cuBLAS GEMM or as direct kernels, pooling, batch norm;
+// and the choice between those paths and cuDNN (cudnn.cu) for each conv shape.
 //
 // Shapes (NCHW): x (N, C, H, W), w (K, C, R, S) = (K, CRS) row-major, y (N, K, Ho, Wo)
 // = (N, K, P) with P = Ho * Wo. The batch goes in chunks of nb images so the column
@@ -15,6 +15,13 @@
 // Napkin math (LeNet-5 conv2, N=256, C=6, K=16, 5x5, 14x14 -> 10x10): GEMM 2*K*CRS*P*N
 // = 2*16*150*100*256 = 123 MFLOP, the column matrix 150*100*256*4 = 15 MB written and read
 // once: bandwidth-bound at ~10 us on an H100 (3 TB/s); small convs are launch-bound.
+//
+// The direct path (small convs): forward one launch (bias included), one thread per output
+// pixel and 8 filters; backward data one launch, one thread per input pixel and 8 channels;
+// backward filter a block per (filter, channel, span of pixels) and a launch adding the spans.
+// Napkin math (roadmap CNN conv2, N=64, 8->16, 3x3, 14x14): 2*64*16*196*72 = 29 MFLOP and
+// 0.4 MB in, 0.8 MB out: about a microsecond of work, so the launch count is what matters:
+// im2col + GEMM + bias is three launches and cuBLAS's host path, the direct forward one.
 //
 // col2im generations (side by side; mt_study_col2im selects one, kCol2imProduction is variant 0):
 //   (1) gather   col2im_kernel: one thread per input pixel sums its R*S possible taps straight
@@ -40,14 +47,17 @@
 // block reduction: deterministic), one elementwise kernel to normalize; the backward is
 // one block per channel for sum(dy) and sum(dy * xhat), then one elementwise kernel for dx.
 //
-// Contents: im2col / col2im / bias | pools | batch norm | helpers | col2im generations |
-//           the im2col path | conv path choice | launchers | mt_study_col2im
+// Contents: im2col / col2im / bias | pools | batch norm | direct kernels | helpers |
+//           col2im generations | the im2col path | the direct path | conv path choice |
+//           launchers | mt_study_col2im
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -339,6 +349,188 @@ __global__ void __launch_bounds__(kThreads) bn_backward_dx_kernel(T *dx, const T
   }
 }
 
+// ---- direct kernels ----------------------------------------------------------------------
+//
+// The direct path: one launch per direction, no column matrix, for convolutions small enough
+// that the launches and the column traffic of im2col + GEMM (or cuDNN's setup) dominate, e.g.
+// the roadmap CNN's 1->8 and 8->16 3x3 layers. The geometry in 32-bit integers (the path takes
+// tensors of fewer than 2^31 elements). Each thread sums its taps in a fixed order: results are
+// deterministic.
+
+struct GeomI {
+  int c, h, w, k, r, s, ho, wo, sh, sw, ph, pw, dh, dw;
+};
+
+// Filters (channels) per thread in the forward (backward data): the accumulators a thread keeps,
+// and the shared-memory chunk each block stages: kDirectChunk * C * R * S (forward) or
+// kDirectDxChunk * K * R * S (backward data).
+constexpr int kDirectChunk = 8, kDirectDxChunk = 4;
+// The largest kernel window the weight-gradient kernel keeps accumulators for (5 x 5).
+constexpr int kDirectMaxTaps = 25;
+// Shared memory a block's chunk of weights may take (the default limit: no opt-in).
+constexpr int64_t kDirectSmemBytes = 48 << 10;
+// Algo 0 times the direct path only for filters of at most this many weights (K * C * R * S):
+// its threads each loop over a whole C * R * S window, so larger filters are im2col's and
+// cuDNN's, and timing it there would only cost time once per shape.
+constexpr int64_t kDirectAutoWeights = 4096;
+
+// y (written) = conv(x, w) + bias for images [0, n): one thread per output pixel (img, oh, ow)
+// and the kDirectChunk filters k0 = blockIdx.y * kDirectChunk.. of it; the chunk's weights in
+// shared memory as [crs][j], read by every lane at one address (a broadcast).
+template <class T>
+__global__ void __launch_bounds__(kThreads) conv_direct_kernel(T *y, const T *x, const T *w, const T *bias, int n,
+                                                               GeomI g) {
+  using A = Compute<T>;
+  constexpr int KT = kDirectChunk;
+  extern __shared__ __align__(16) unsigned char direct_smem[];
+  A *ws = reinterpret_cast<A *>(direct_smem);
+  const int CRS = g.c * g.r * g.s, P = g.ho * g.wo, k0 = (int)blockIdx.y * KT;
+  for (int i = threadIdx.x; i < CRS * KT; i += blockDim.x) {
+    const int j = i % KT, crs = i / KT;
+    ws[i] = k0 + j < g.k ? to_compute(w[(int64_t)(k0 + j) * CRS + crs]) : A(0);
+  }
+  __syncthreads();
+  const int e = (int)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n * P) return;
+  const int img = e / P, p = e % P, oh = p / g.wo, ow = p % g.wo;
+  const int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
+  A acc[KT];
+#pragma unroll
+  for (int j = 0; j < KT; ++j) acc[j] = 0;
+  const T *xi = x + (int64_t)img * g.c * g.h * g.w;
+  for (int ch = 0; ch < g.c; ++ch) {
+    for (int r = 0; r < g.r; ++r) {
+      const int ih = ih0 + r * g.dh;
+      if (ih < 0 || ih >= g.h) continue;
+      const T *xrow = xi + ((int64_t)ch * g.h + ih) * g.w;
+      const A *wr = ws + ((ch * g.r + r) * g.s) * KT;
+      for (int s = 0; s < g.s; ++s) {
+        const int iw = iw0 + s * g.dw;
+        if (iw < 0 || iw >= g.w) continue;
+        const A xv = to_compute(xrow[iw]);
+#pragma unroll
+        for (int j = 0; j < KT; ++j) acc[j] += xv * wr[s * KT + j];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < KT; ++j) {
+    const int k = k0 + j;
+    if (k < g.k) y[((int64_t)img * g.k + k) * P + p] = from_compute<T>(acc[j] + (bias ? to_compute(bias[k]) : A(0)));
+  }
+}
+
+// dx (written) from dy for images [0, n): one thread per input pixel (img, ih, iw) and the
+// kDirectDxChunk channels c0 = blockIdx.y * kDirectDxChunk.. of it, summing over (k, r, s) the
+// taps that read the pixel (the gather of col2im_kernel without the column matrix); the chunk's
+// weights in shared memory as [k][r][s][j]. UNIT: both strides 1, so a tap's output position
+// needs no division. Half the forward's chunk: a conv's input often has fewer channels than its
+// output has filters (roadmap conv2: 8 against 16), and the grid has a block per 256 pixels and
+// chunk.
+template <class T, bool UNIT>
+__global__ void __launch_bounds__(kThreads) conv_direct_dx_kernel(T *dx, const T *dy, const T *w, int n, GeomI g) {
+  using A = Compute<T>;
+  constexpr int CT = kDirectDxChunk;
+  extern __shared__ __align__(16) unsigned char direct_smem[];
+  A *ws = reinterpret_cast<A *>(direct_smem);
+  const int RS = g.r * g.s, KRS = g.k * RS, HW = g.h * g.w, P = g.ho * g.wo, c0 = (int)blockIdx.y * CT;
+  for (int i = threadIdx.x; i < KRS * CT; i += blockDim.x) {
+    const int j = i % CT, krs = i / CT, k = krs / RS, rs = krs % RS;
+    ws[i] = c0 + j < g.c ? to_compute(w[((int64_t)k * g.c + c0 + j) * RS + rs]) : A(0);
+  }
+  __syncthreads();
+  const int e = (int)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n * HW) return;
+  const int img = e / HW, q = e % HW, ih = q / g.w, iw = q % g.w;
+  A acc[CT];
+#pragma unroll
+  for (int j = 0; j < CT; ++j) acc[j] = 0;
+  const T *dyi = dy + (int64_t)img * g.k * P;
+  for (int k = 0; k < g.k; ++k) {
+    for (int r = 0; r < g.r; ++r) {
+      const int th = ih + g.ph - r * g.dh;
+      if (th < 0 || (!UNIT && th % g.sh)) continue;
+      const int oh = UNIT ? th : th / g.sh;
+      if (oh >= g.ho) continue;
+      const T *dyrow = dyi + ((int64_t)k * g.ho + oh) * g.wo;
+      const A *wr = ws + ((k * g.r + r) * g.s) * CT;
+      for (int s = 0; s < g.s; ++s) {
+        const int tw = iw + g.pw - s * g.dw;
+        if (tw < 0 || (!UNIT && tw % g.sw)) continue;
+        const int ow = UNIT ? tw : tw / g.sw;
+        if (ow >= g.wo) continue;
+        const A d = to_compute(dyrow[ow]);
+#pragma unroll
+        for (int j = 0; j < CT; ++j) acc[j] += d * wr[s * CT + j];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < CT; ++j)
+    if (c0 + j < g.c) dx[((int64_t)img * g.c + c0 + j) * HW + q] = from_compute<T>(acc[j]);
+}
+
+// The weight gradient in two launches. conv_direct_dw_kernel: block (kc, sp) takes filter
+// k = kc / C, channel ch = kc % C and the sp-th of gridDim.y equal spans of the n * P output
+// pixels; its threads stride over the span keeping the R * S tap sums dy * x (KR x KS taps when
+// known at compile time, else up to kDirectMaxTaps), reduce them over each warp and then over
+// the warps in a fixed order into part[(kc * splits + sp) * RS + t]. conv_direct_dw_sum_kernel
+// adds the spans in order: dw[kc * RS + t]. Deterministic for a given grid.
+template <class T, int KR, int KS>
+__global__ void __launch_bounds__(kThreads) conv_direct_dw_kernel(Compute<T> *part, const T *dy, const T *x, int n,
+                                                                  GeomI g) {
+  using A = Compute<T>;
+  constexpr int kTaps = KR > 0 ? KR * KS : kDirectMaxTaps;
+  __shared__ A red[kTaps][kThreads / 32];
+  const int R = KR > 0 ? KR : g.r, S = KR > 0 ? KS : g.s, RS = R * S;
+  const int kc = (int)blockIdx.x, k = kc / g.c, ch = kc % g.c, P = g.ho * g.wo;
+  const int total = n * P, span = (total + (int)gridDim.y - 1) / (int)gridDim.y;
+  const int e0 = (int)blockIdx.y * span, e1 = min(total, e0 + span);
+  A acc[kTaps];
+#pragma unroll
+  for (int t = 0; t < kTaps; ++t) acc[t] = 0;
+  for (int e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+    const int img = e / P, p = e % P, oh = p / g.wo, ow = p % g.wo;
+    const A d = to_compute(dy[((int64_t)img * g.k + k) * P + p]);
+    const T *xp = x + ((int64_t)img * g.c + ch) * g.h * g.w;
+    const int ih0 = oh * g.sh - g.ph, iw0 = ow * g.sw - g.pw;
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) {
+      if (t >= RS) break;
+      const int r = t / S, s = t % S;  // constants where KR > 0
+      const int ih = ih0 + r * g.dh, iw = iw0 + s * g.dw;
+      if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) acc[t] += d * to_compute(xp[(int64_t)ih * g.w + iw]);
+    }
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int t = 0; t < kTaps; ++t) {
+    if (t >= RS) break;
+    A v = acc[t];
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) red[t][warp] = v;
+  }
+  __syncthreads();
+  if ((int)threadIdx.x < RS) {
+    A v = 0;
+#pragma unroll
+    for (int i = 0; i < kThreads / 32; ++i) v += red[threadIdx.x][i];
+    part[((int64_t)kc * gridDim.y + blockIdx.y) * RS + threadIdx.x] = v;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) conv_direct_dw_sum_kernel(T *dw, const Compute<T> *part, int kcrs, int RS,
+                                                                      int splits) {
+  const int i = (int)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= kcrs) return;
+  const int kc = i / RS, t = i % RS;
+  Compute<T> v = 0;
+  for (int sp = 0; sp < splits; ++sp) v += part[((int64_t)kc * splits + sp) * RS + t];
+  dw[i] = from_compute<T>(v);
+}
+
 // ---- helpers ---------------------------------------------------------------------------
 
 // Calls fn(TypeTag<T>) for float32 / float64; the convolutional family takes no other dtype.
@@ -482,68 +674,181 @@ void im2col_backward_filter(Context &c, void *dw, const void *dy, const void *x,
   });
 }
 
+// ---- the direct path ------------------------------------------------------------------------
+
+// The geometry in 32-bit integers, or false where the direct kernels cannot take the conv: a
+// tensor of 2^29 elements or more (or a stride, padding or dilated extent as large), more than
+// kDirectMaxTaps taps a window, or C * R * S or K * R * S weights of kDirectChunk filters or
+// channels over kDirectSmemBytes (one rule for both directions, though backward data stages
+// chunks of kDirectDxChunk).
+bool direct_geom(const Conv2dArgs &a, GeomI &g) {
+  const int64_t es = a.dtype == DType::F64 ? 8 : 4, lim = INT_MAX / 4;
+  const int64_t v[] = {a.n * a.c * a.h * a.w, a.n * a.k * a.ho * a.wo, a.k * a.c * a.r * a.s, a.stride_h, a.stride_w,
+                       a.pad_h, a.pad_w, a.dil_h * a.r, a.dil_w * a.s};
+  for (int64_t x : v)
+    if (x >= lim) return false;
+  if (a.r * a.s > kDirectMaxTaps || kDirectChunk * a.c * a.r * a.s * es > kDirectSmemBytes ||
+      kDirectChunk * a.k * a.r * a.s * es > kDirectSmemBytes)
+    return false;
+  g = {(int)a.c, (int)a.h, (int)a.w, (int)a.k, (int)a.r, (int)a.s, (int)a.ho, (int)a.wo,
+       (int)a.stride_h, (int)a.stride_w, (int)a.pad_h, (int)a.pad_w, (int)a.dil_h, (int)a.dil_w};
+  return true;
+}
+
+void direct_forward(Context &c, void *y, const void *x, const void *w, const void *bias, const Conv2dArgs &a,
+                    const GeomI &g) {
+  dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const dim3 grid((unsigned)((a.n * a.ho * a.wo + kThreads - 1) / kThreads),
+                    (unsigned)((a.k + kDirectChunk - 1) / kDirectChunk));
+    const size_t smem = (size_t)kDirectChunk * g.c * g.r * g.s * sizeof(Compute<T>);
+    conv_direct_kernel<T><<<grid, kThreads, smem, c.stream>>>((T *)y, (const T *)x, (const T *)w, (const T *)bias,
+                                                              (int)a.n, g);
+    MT_CUDA_CHECK_LAUNCH("conv2d direct");
+  });
+}
+
+void direct_backward_data(Context &c, void *dx, const void *dy, const void *w, const Conv2dArgs &a, const GeomI &g) {
+  dispatch_f32_f64(a.dtype, "conv2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const dim3 grid((unsigned)((a.n * a.h * a.w + kThreads - 1) / kThreads),
+                    (unsigned)((a.c + kDirectDxChunk - 1) / kDirectDxChunk));
+    const size_t smem = (size_t)kDirectDxChunk * g.k * g.r * g.s * sizeof(Compute<T>);
+    const auto kernel = g.sh == 1 && g.sw == 1 ? conv_direct_dx_kernel<T, true> : conv_direct_dx_kernel<T, false>;
+    kernel<<<grid, kThreads, smem, c.stream>>>((T *)dx, (const T *)dy, (const T *)w, (int)a.n, g);
+    MT_CUDA_CHECK_LAUNCH("conv2d direct backward data");
+  });
+}
+
+void direct_backward_filter(Context &c, void *dw, const void *dy, const void *x, const Conv2dArgs &a, const GeomI &g) {
+  dispatch_f32_f64(a.dtype, "conv2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Compute<T>;
+    // About two blocks per SM in all, each span at least 4 pixels a thread.
+    const int64_t kc = a.k * a.c, RS = a.r * a.s, pixels = a.n * a.ho * a.wo;
+    const int64_t splits = std::max<int64_t>(
+        1, std::min<int64_t>((2 * c.sm_count + kc - 1) / kc, pixels / (4 * kThreads)));
+    PoolBuffer part(kc * splits * RS * (int64_t)sizeof(A));
+    const dim3 grid((unsigned)kc, (unsigned)splits);
+    auto run = [&](auto kernel) {
+      kernel<<<grid, kThreads, 0, c.stream>>>(part.as<A>(), (const T *)dy, (const T *)x, (int)a.n, g);
+    };
+    if (a.r == 3 && a.s == 3)
+      run(conv_direct_dw_kernel<T, 3, 3>);
+    else if (a.r == 5 && a.s == 5)
+      run(conv_direct_dw_kernel<T, 5, 5>);
+    else
+      run(conv_direct_dw_kernel<T, 0, 0>);
+    MT_CUDA_CHECK_LAUNCH("conv2d direct backward filter");
+    launch(c, "conv2d direct backward filter (sum)", kc * RS, conv_direct_dw_sum_kernel<T>, (T *)dw,
+           (const A *)part.as<A>(), (int)(kc * RS), (int)RS, (int)splits);
+  });
+}
+
 // ---- the choice between the paths ----------------------------------------------------------
 
 enum class Dir : int64_t { FORWARD, DATA, FILTER };
 
-// Milliseconds per run of f: one warm-up, then the mean of kReps runs between two events.
+// Milliseconds per run of f: one warm-up (where cuDNN searches its algorithms), one run between
+// two events, then the mean of as many more as fill about a millisecond (3 to 20): a small conv
+// takes microseconds, where three runs would leave the choice to one launch's jitter.
 template <class F>
 float time_ms(Context &c, F &&f) {
-  constexpr int kReps = 3;
   f();
   cudaEvent_t start, stop;
   MT_CUDA_CHECK(cudaEventCreate(&start));
   MT_CUDA_CHECK(cudaEventCreate(&stop));
   float ms = 0;
-  cudaError_t err = cudaEventRecord(start, c.stream);
+  int reps = 1;
+  cudaError_t err = cudaSuccess;
   try {
-    for (int i = 0; i < kReps && err == cudaSuccess; i++) f();
+    for (int round = 0; round < 2 && err == cudaSuccess; round++) {
+      if (round == 1) reps = std::max(3, std::min(20, (int)(1.f / std::max(ms, 1e-3f))));
+      err = cudaEventRecord(start, c.stream);
+      for (int i = 0; i < reps && err == cudaSuccess; i++) f();
+      if (err == cudaSuccess) err = cudaEventRecord(stop, c.stream);
+      if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+      if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+    }
   } catch (...) {
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
     throw;
   }
-  if (err == cudaSuccess) err = cudaEventRecord(stop, c.stream);
-  if (err == cudaSuccess) err = cudaEventSynchronize(stop);
-  if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   if (err != cudaSuccess) cuda_fail(err, "timing the conv paths", __FILE__, __LINE__);
-  return ms / kReps;
+  return ms / reps;
 }
 
-// Runs one direction of a conv through the im2col path or cuDNN. algo 1 / 2 force a path
-// (cuDNN only for float32 in a build that has it); algo 0 times both the first time a shape
-// is seen (not while a graph is being recorded: then im2col until a choice is cached) and
-// keeps the faster for that shape and direction for the life of the process.
-template <class Im2col, class Cudnn>
-void run_conv(Context &c, Dir dir, const Conv2dArgs &a, Im2col &&im2col, Cudnn &&cudnn) {
-  if (a.algo == 1 || !cudnn_available() || a.dtype != DType::F32) return im2col();
+// Runs one direction of a conv through the im2col path, cuDNN or the direct kernels. algo 1 / 2
+// / 3 force a path (cuDNN only for float32 in a build that has it, the direct kernels only where
+// direct_geom takes the shape; im2col otherwise); algo 0 times the candidates the first time a
+// shape is seen (not while a graph is being recorded: then im2col until a choice is cached) and
+// keeps the fastest for that shape and direction for the life of the process. The candidates:
+// im2col, cuDNN where it can run, the direct kernels where they can and the filter has at most
+// kDirectAutoWeights weights. MT_CONV_LOG set in the environment prints each timing and choice
+// to stderr.
+enum Path : int { PATH_IM2COL, PATH_CUDNN, PATH_DIRECT };
+
+template <class Im2col, class Cudnn, class Direct>
+void run_conv(Context &c, Dir dir, const Conv2dArgs &a, Im2col &&im2col, Cudnn &&cudnn, Direct &&direct) {
+  GeomI g;
+  const bool direct_fits = direct_geom(a, g);
+  const bool cudnn_fits = cudnn_available() && a.dtype == DType::F32;
+  if (a.algo == 1 || (a.algo == 2 && !cudnn_fits) || (a.algo == 3 && !direct_fits)) return im2col();
   if (a.algo == 2) return cudnn();
+  if (a.algo == 3) return direct(g);
+  const bool try_direct = direct_fits && a.k * a.c * a.r * a.s <= kDirectAutoWeights;
+  if (!cudnn_fits && !try_direct) return im2col();
   using Key = std::array<int64_t, 16>;
   static std::mutex mu;
-  static std::map<Key, bool> *use_cudnn = new std::map<Key, bool>();  // never destroyed, like the context
+  static std::map<Key, int> *chosen = new std::map<Key, int>();  // never destroyed, like the context
   const Key key = {(int64_t)dir, a.n, a.c, a.h, a.w, a.k, a.r, a.s, a.stride_h, a.stride_w, a.pad_h, a.pad_w,
                    a.dil_h, a.dil_w, (int64_t)a.dtype, 0};
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = use_cudnn->find(key);
-    if (it != use_cudnn->end()) return it->second ? cudnn() : im2col();
+    auto it = chosen->find(key);
+    if (it != chosen->end()) {
+      if (it->second == PATH_CUDNN) return cudnn();
+      if (it->second == PATH_DIRECT) return direct(g);
+      return im2col();
+    }
   }
   if (c.capturing()) return im2col();
-  const float t_im2col = time_ms(c, im2col);
-  bool pick_cudnn = false, cudnn_failed = false;
-  try {
-    pick_cudnn = time_ms(c, cudnn) < t_im2col;
-  } catch (const Error &) {  // cuDNN cannot run this shape: im2col it is
-    cudnn_failed = true;
+  float t[3] = {time_ms(c, im2col), -1, -1};  // ms per path; -1 not timed
+  bool written = true;  // every timed run writes the whole output: the last one that succeeded holds it
+  if (cudnn_fits) {
+    try {
+      t[PATH_CUDNN] = time_ms(c, cudnn);
+    } catch (const Error &) {  // cuDNN cannot run this shape
+      written = false;
+    }
   }
+  if (try_direct) {
+    t[PATH_DIRECT] = time_ms(c, [&] { direct(g); });
+    written = true;
+  }
+  int best = PATH_IM2COL;
+  for (int p : {PATH_CUDNN, PATH_DIRECT})
+    if (t[p] >= 0 && t[p] < t[best]) best = p;
   {
     std::lock_guard<std::mutex> lock(mu);
-    (*use_cudnn)[key] = pick_cudnn;
+    (*chosen)[key] = best;
   }
-  // Every timed run wrote the whole output, so it holds the result unless cuDNN failed midway.
-  if (cudnn_failed) im2col();
+  static const bool log = std::getenv("MT_CONV_LOG") != nullptr;
+  if (log) {
+    static const char *const kDir[] = {"forward", "backward data", "backward filter"};
+    static const char *const kPath[] = {"im2col", "cuDNN", "direct"};
+    std::fprintf(stderr,
+                 "minitorch conv2d %s: x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, stride %lldx%lld, pad %lldx%lld, "
+                 "dil %lldx%lld, %s: im2col %.4f ms, cuDNN %.4f ms, direct %.4f ms (-1: not timed) -> %s\n",
+                 kDir[(int)dir], (long long)a.n, (long long)a.c, (long long)a.h, (long long)a.w, (long long)a.k,
+                 (long long)a.c, (long long)a.r, (long long)a.s, (long long)a.stride_h, (long long)a.stride_w,
+                 (long long)a.pad_h, (long long)a.pad_w, (long long)a.dil_h, (long long)a.dil_w, dtype_name(a.dtype),
+                 t[PATH_IM2COL], t[PATH_CUDNN], t[PATH_DIRECT], kPath[best]);
+  }
+  if (!written) im2col();
 }
 
 }  // namespace
@@ -554,13 +859,25 @@ void conv2d(Context &c, void *y, const void *x, const void *w, const void *bias,
   NvtxRange range("conv2d");
   MT_CHECK(y && x && w, INVALID_ARGUMENT, "cuda conv2d: null buffer (y=%p, x=%p, w=%p)", y, x, w);
   if (a.n * a.k * a.ho * a.wo == 0) return;
-  run_conv(c, Dir::FORWARD, a, [&] { im2col_forward(c, y, x, w, a); }, [&] { cudnn_conv2d(c, y, x, w, a); });
-  if (!bias) return;
-  dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    launch(c, "conv2d bias", a.n * a.k * a.ho * a.wo, bias_add_kernel<T>, (T *)y, (const T *)bias,
-           a.n * a.k * a.ho * a.wo, a.k, a.ho * a.wo);
-  });
+  auto add_bias = [&] {  // the direct kernel adds it in its own launch; the other paths after theirs
+    if (!bias) return;
+    dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      launch(c, "conv2d bias", a.n * a.k * a.ho * a.wo, bias_add_kernel<T>, (T *)y, (const T *)bias,
+             a.n * a.k * a.ho * a.wo, a.k, a.ho * a.wo);
+    });
+  };
+  run_conv(
+      c, Dir::FORWARD, a,
+      [&] {
+        im2col_forward(c, y, x, w, a);
+        add_bias();
+      },
+      [&] {
+        cudnn_conv2d(c, y, x, w, a);
+        add_bias();
+      },
+      [&](const GeomI &g) { direct_forward(c, y, x, w, bias, a, g); });
 }
 
 void conv2d_backward_data(Context &c, void *dx, const void *dy, const void *w, const Conv2dArgs &a) {
@@ -568,7 +885,8 @@ void conv2d_backward_data(Context &c, void *dx, const void *dy, const void *w, c
   MT_CHECK(dx && dy && w, INVALID_ARGUMENT, "cuda conv2d backward: null buffer (dx=%p, dy=%p, w=%p)", dx, dy, w);
   if (a.n * a.c * a.h * a.w == 0) return;
   run_conv(c, Dir::DATA, a, [&] { im2col_backward_data(c, dx, dy, w, a); },
-           [&] { cudnn_conv2d_backward_data(c, dx, dy, w, a); });
+           [&] { cudnn_conv2d_backward_data(c, dx, dy, w, a); },
+           [&](const GeomI &g) { direct_backward_data(c, dx, dy, w, a, g); });
 }
 
 void conv2d_backward_filter(Context &c, void *dw, const void *dy, const void *x, const Conv2dArgs &a) {
@@ -580,7 +898,8 @@ void conv2d_backward_filter(Context &c, void *dw, const void *dy, const void *x,
     return;
   }
   run_conv(c, Dir::FILTER, a, [&] { im2col_backward_filter(c, dw, dy, x, a); },
-           [&] { cudnn_conv2d_backward_filter(c, dw, dy, x, a); });
+           [&] { cudnn_conv2d_backward_filter(c, dw, dy, x, a); },
+           [&](const GeomI &g) { direct_backward_filter(c, dw, dy, x, a, g); });
 }
 
 void max_pool2d(Context &c, void *y, int64_t *indices, const void *x, const Pool2dArgs &a) {

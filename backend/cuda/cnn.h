@@ -1,11 +1,11 @@
 // cnn.h - the CUDA launchers of the convolutional-network family (backend/backend.h,
-// section "convolutional networks"): cnn.cu (im2col + cuBLAS GEMM, pools, batch norm,
-// the choice between the conv paths) and cudnn.cu (the cuDNN conv path).
+// section "convolutional networks"): cnn.cu (im2col + cuBLAS GEMM, the direct kernels,
+// pools, batch norm, the choice between the conv paths) and cudnn.cu (the cuDNN conv path).
 //
 // Each has the arguments and semantics of the Backend method of the same name, preceded
 // by the context whose stream it queues on. Float32 and float64 (the cuDNN path takes
-// float32; float64 convolutions always take im2col). Temporaries come from the context's
-// pool; nothing synchronizes except the one-time timing of the two conv paths for a new
+// float32; float64 convolutions take im2col or the direct kernels). Temporaries come from the context's
+// pool; nothing synchronizes except the one-time timing of the conv paths for a new
 // shape (algo 0, never while a graph is being recorded).
 //
 // defines: conv2d, conv2d_backward_data, conv2d_backward_filter, max_pool2d,

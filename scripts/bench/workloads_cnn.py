@@ -1,8 +1,8 @@
 """workloads_cnn - the convolutional rows of `make bench`: mt_conv2d forward and forward+backward
 on a ResNet-style layer (x 64×64×56×56, w 64×64×3×3, padding 1) and on the two convolutions of the
 roadmap CNN at batch 64 (1→8 on 28×28, 8→16 on 14×14), for minitorch's automatic choice of path
-and for each forced path (mt_set_conv_algo 1: im2col + GEMM, 2: cuDNN; path 1's forward+backward
-also under each col2im generation of the internal hook mt_study_col2im), against
+and for each forced path (mt_set_conv_algo 1: im2col + GEMM, 2: cuDNN, 3: direct kernels; path 1's
+forward+backward also under each col2im generation of the internal hook mt_study_col2im), against
 torch.nn.functional.conv2d; then the roadmap CNN and LeNet-5 trainings (the C demos
 build/mnist_cnn and build/lenet5 against the same recipe in PyTorch eager, same data, same device,
 same process run).
@@ -43,7 +43,7 @@ DRY_SHAPES = [  # the same layers, small enough for the CPU reference kernels
     ("roadmap CNN conv1 1→8", (4, 1, 28, 28), (8, 1, 3, 3), 1),
     ("roadmap CNN conv2 8→16", (4, 8, 14, 14), (16, 8, 3, 3), 1),
 ]
-ALGOS = [(0, "auto"), (1, "im2col+GEMM"), (2, "cuDNN")]
+ALGOS = [(0, "auto"), (1, "im2col+GEMM"), (2, "cuDNN"), (3, "direct")]
 # path 1's col2im generations (mt_study_col2im, an internal hook; 0 is production)
 COL2IM_VARIANTS = [(1, "gather"), (2, "shared-memory tiles")]
 # float32 sums of up to C·R·S = 576 (forward) and N·Ho·Wo = 6272 (weight gradient) terms in

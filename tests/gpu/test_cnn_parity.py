@@ -5,7 +5,9 @@ importable, against PyTorch: forward values and every gradient, through the Pyth
   conv2d      random shapes (strides, paddings, dilations, non-square kernels, 1x1, a batch
               large enough to split the im2col column buffer into chunks), with and without
               bias; each CUDA path forced with mt_set_conv_algo: 1 (im2col + GEMM), 2 (cuDNN;
-              skipped when the build has none), and 0 (the timed choice)
+              skipped when the build has none), 3 (the direct kernels; the 6x6 kernel, more
+              taps than they take, runs im2col) and 0 (the timed choice); the roadmap CNN's
+              two layers among the cases
   col2im      the im2col path's input gradient under each col2im generation (mt_study_col2im,
               an internal hook: 1 gather, 2 shared-memory tiles, 0 production) against the CPU
               in float64, on shapes with strides 1-3, paddings, dilations, odd and non-square
@@ -52,6 +54,9 @@ CONV_CASES = [
     ((2, 4, 11, 7), (3, 4, 1, 1), (2, 2), (1, 0), (1, 1), False),      # strided 1x1 with padding
     ((1, 1, 28, 28), (6, 1, 5, 5), (1, 1), (2, 2), (1, 1), True),      # LeNet-5 conv1
     ((7, 5, 6, 6), (2, 5, 6, 6), (3, 3), (0, 0), (1, 1), True),        # kernel as large as the input
+    ((64, 1, 28, 28), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), True),     # roadmap CNN conv1
+    ((64, 8, 14, 14), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1), True),    # roadmap CNN conv2
+    ((3, 10, 9, 8), (11, 10, 2, 3), (2, 1), (1, 2), (2, 1), True),     # chunks of 8 with a remainder
     ((40, 64, 56, 56), (8, 64, 3, 3), (1, 1), (1, 1), (1, 1), True),   # 289 MB of columns: 2 chunks
 ]
 
@@ -75,7 +80,7 @@ def set_algo(algo):
 
 
 def algos():
-    out = [1, 0]
+    out = [1, 3, 0]
     if set_algo(2):
         out.append(2)
     set_algo(0)
@@ -117,10 +122,10 @@ class ConvParity(unittest.TestCase):
         for algo in algos():
             for i, case in enumerate(CONV_CASES):
                 x, w, b, g, got = self.check_case(i, case, mt.float32, algo)
-                if HAVE_TORCH and algo == 1:
+                if HAVE_TORCH and algo in (1, 3):
                     self.against_torch(case, x, w, b, g, got, i)
 
-    def test_float64(self):  # im2col whatever the algo (cuDNN takes float32)
+    def test_float64(self):  # algo 2 runs im2col here (cuDNN takes float32)
         for algo in algos():
             for i, case in enumerate(CONV_CASES[:-1]):
                 self.check_case(i, case, mt.float64, algo)

@@ -2,8 +2,8 @@
 // mt_max_pool2d, mt_avg_pool2d, mt_batch_norm) on the device under test: forward values
 // against naive loops written here (bounds tested per tap, independent of the library's
 // clipped ranges), float64 gradchecks, running-statistic updates, error codes, leaks.
-// On CUDA every conv forward is also run with each path forced (im2col, and cuDNN where
-// the build has it).
+// On CUDA every conv forward is also run with each path forced (im2col, the direct kernels,
+// and cuDNN where the build has it).
 #include <cmath>
 #include <string>
 
@@ -62,11 +62,12 @@ const ConvCase kConvCases[] = {
 };
 
 // The conv paths a test runs on this device: just the default on the CPU; on CUDA the
-// default, im2col and (when the build has it) cuDNN.
+// default, im2col, the direct kernels and (when the build has it) cuDNN.
 std::vector<int64_t> conv_algos() {
   std::vector<int64_t> algos = {0};
   if (dev() != MT_CUDA) return algos;
   algos.push_back(1);
+  algos.push_back(3);
   int64_t prev = 0;
   if (mt_set_conv_algo(2, &prev) == MT_OK) {
     algos.push_back(2);
@@ -362,14 +363,18 @@ TEST_CASE("convolutional ops: error codes and messages") {
   CHECK(mt_batch_norm(&out, x3, nullptr, nullptr, nullptr, nullptr, 1, 0.1, 1e-5) == MT_ERR_SHAPE);
 
   int64_t prev = -1;
-  CHECK(mt_set_conv_algo(3, &prev) == MT_ERR_INVALID_ARGUMENT);
+  CHECK(mt_set_conv_algo(4, &prev) == MT_ERR_INVALID_ARGUMENT);
   CHECK(prev == -1);
-  CHECK(has("mt_set_conv_algo: algo must be 0 (auto), 1 (im2col + GEMM) or 2 (cuDNN), got 3"));
+  CHECK(has("mt_set_conv_algo: algo must be 0 (auto), 1 (im2col + GEMM), 2 (cuDNN) or 3 (direct), got 4"));
+  CHECK(mt_set_conv_algo(-1, &prev) == MT_ERR_INVALID_ARGUMENT);
+  CHECK(prev == -1);
   MT_OK_OR_FAIL(mt_set_conv_algo(1, &prev));
   CHECK(prev == 0);
   const mt_status s2 = mt_set_conv_algo(2, &prev);
   CHECK((s2 == MT_OK || s2 == MT_ERR_UNSUPPORTED));
   if (s2 == MT_ERR_UNSUPPORTED) CHECK(has("built without cuDNN"));
+  MT_OK_OR_FAIL(mt_set_conv_algo(3, &prev));
+  CHECK(prev == (s2 == MT_OK ? 2 : 1));
   MT_OK_OR_FAIL(mt_set_conv_algo(0, nullptr));
   CHECK(out == nullptr);
   CHECK(mt_tape_size() == 0);
