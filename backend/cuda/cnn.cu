@@ -17,7 +17,7 @@
 // once: bandwidth-bound at ~10 us on an H100 (3 TB/s); small convs are launch-bound.
 //
 // The direct path (small convs): forward one launch (bias included), one thread per output
-// pixel and 8 filters; backward data one launch, one thread per input pixel and 8 channels;
+// pixel and 8 filters; backward data one launch, one thread per input pixel and 4 channels;
 // backward filter a block per (filter, channel, span of pixels) and a launch adding the spans.
 // Napkin math (roadmap CNN conv2, N=64, 8->16, 3x3, 14x14): 2*64*16*196*72 = 29 MFLOP and
 // 0.4 MB in, 0.8 MB out: about a microsecond of work, so the launch count is what matters:
@@ -354,8 +354,8 @@ __global__ void __launch_bounds__(kThreads) bn_backward_dx_kernel(T *dx, const T
 // The direct path: one launch per direction, no column matrix, for convolutions small enough
 // that the launches and the column traffic of im2col + GEMM (or cuDNN's setup) dominate, e.g.
 // the roadmap CNN's 1->8 and 8->16 3x3 layers. The geometry in 32-bit integers (the path takes
-// tensors of fewer than 2^31 elements). Each thread sums its taps in a fixed order: results are
-// deterministic.
+// tensors of fewer than 2^29 elements, direct_geom). Each thread sums its taps in a fixed order:
+// results are deterministic.
 
 struct GeomI {
   int c, h, w, k, r, s, ho, wo, sh, sw, ph, pw, dh, dw;
