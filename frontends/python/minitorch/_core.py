@@ -109,13 +109,16 @@ def _binary(fn, a, b, keeps_dtype=False, _object_new=object.__new__):
     """fn(a, b) on the operands promoted to their result_type (_new, inlined, with the handles
     passed as they are: ctypes converts an int faster than an object's _as_parameter_).
     keeps_dtype: the result has that dtype (the arithmetic ops; comparisons give uint8), which
-    the new tensor then knows without asking the library."""
+    the new tensor then knows without asking the library. fn is a checked function of lib or,
+    on the operators' hot path, lib.unchecked's, whose failure is raised here as lib's would."""
     dt = a.dtype
     if dt is not b.dtype:
         dt = result_type(a, b)
         a, b = _cast(a, dt), _cast(b, dt)
     out = c_void_p()
-    fn(byref(out), a._as_parameter_, b._as_parameter_)
+    st = fn(byref(out), a._as_parameter_, b._as_parameter_)
+    if st:  # fn may be lib.unchecked's: then a failure comes back as a status
+        lib.fail(st, fn.__name__, (a, b))
     t = _object_new(Tensor)
     t._as_parameter_ = out.value
     if keeps_dtype:
