@@ -378,10 +378,11 @@ MT_API mt_status mt_conv2d_ex(mt_tensor **out, mt_tensor *x, mt_tensor *w, mt_te
  * C*R*S and K*R*S at most 1536 in float32 or 768 in float64, tensors under 2^29 elements).
  * Process-wide; returns the status and writes the previous choice to *previous when it is
  * not NULL. cuDNN takes float32: float64 convolutions forced to 2 use im2col, as do shapes
- * forced to 3 that the direct kernels do not take. 0 times the paths that can take the shape once per new shape and direction
- * (direct only for filters of at most 4096 weights; this synchronizes; a shape first seen
- * while a graph is being recorded takes im2col; MT_CONV_LOG set in the environment prints
- * the timings and the choice to stderr). Float32 convolutions never use TF32. */
+ * forced to 3 that the direct kernels do not take. 0 times the paths that can take the
+ * shape once per new shape and direction (direct only for filters of at most 4096 weights;
+ * this synchronizes; a shape first seen while a graph is being recorded takes im2col;
+ * MT_CONV_LOG set in the environment prints the timings and the choice to stderr). Float32
+ * convolutions never use TF32. */
 MT_API mt_status mt_set_conv_algo(int64_t algo, int64_t *previous);
 /* Max over kernel x kernel windows (no padding); windows may overlap. The backward routes
  * the gradient through the saved argmax indices. */
