@@ -506,9 +506,7 @@ __global__ void __launch_bounds__(kThreads) conv_direct_dw_kernel(Compute<T> *pa
 #pragma unroll
   for (int t = 0; t < kTaps; ++t) {
     if (t >= RS) break;
-    A v = acc[t];
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    const A v = warp_sum(acc[t]);
     if (lane == 0) red[t][warp] = v;
   }
   __syncthreads();
