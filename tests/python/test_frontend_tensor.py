@@ -404,6 +404,18 @@ class LifetimeTest(TestCase):
         with self.assertRaises(ValueError):
             mt.ones(3) + t
 
+    def test_operator_failures_raise_the_library_error(self):
+        # +, - and * call the library without ctypes' errcheck (_binary tests the status): a
+        # failing call must still raise the library's error class with its message.
+        a, b = mt.ones(3), mt.ones(4)
+        for name, op in (("mt_add", lambda: a + b), ("mt_sub", lambda: a - b), ("mt_mul", lambda: a * b)):
+            with self.subTest(op=name):
+                with self.assertRaises(mt.ShapeError) as cm:
+                    op()
+                self.assertTrue(str(cm.exception).startswith(name + ": shapes do not broadcast"), str(cm.exception))
+                self.assertIn("[3]", str(cm.exception))
+                self.assertIn("[4]", str(cm.exception))
+
     def test_views_keep_storage_alive(self):
         t = mt.tensor([1.0, 2.0, 3.0, 4.0])
         v = t.reshape(2, 2)
