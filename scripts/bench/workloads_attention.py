@@ -244,6 +244,17 @@ def bench_attention_f32(ctx):
 
         mt_fwd = ctx.timer.mt(mt_forward, ctx.iters, ctx.reps)
         mt_both = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
+        rows_note = ""
+        hook = getattr(U.LIB, "mt_study_attention_f32", None)  # the row-per-thread FFMA kernels, for comparison
+        if hook is not None:
+            hook.restype, hook.argtypes = c_int64, [c_int64]
+            if hook(1) == 0:
+                try:
+                    rows_fwd = ctx.timer.mt(mt_forward, ctx.iters, ctx.reps)
+                    rows_both = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
+                finally:
+                    hook(0)
+                rows_note = "; the FFMA row kernels %.1f / %.1f us" % (rows_fwd * 1e3, rows_both * 1e3)
         with torch.no_grad():
             t_fwd = ctx.timer.torch_time(lambda: torch_attention(x, "EFFICIENT_ATTENTION"), ctx.iters, ctx.reps)
             t_fwd_default = ctx.timer.torch_time(lambda: torch_attention(x, None), ctx.iters, ctx.reps)
@@ -257,7 +268,7 @@ def bench_attention_f32(ctx):
             rows.append(Row("attention f32 %s, heads read in place (mt_self_attention; PyTorch: split, SDPA "
                             "efficient, merge)" % direction, shape, mt_ms, t_ms,
                             work_flops=flops(B, H, T, Dh, True, bwd),
-                            note="%s; PyTorch with SDPA's default backend %.3f ms" % (base, t_def)))
+                            note="%s; PyTorch with SDPA's default backend %.3f ms%s" % (base, t_def, rows_note)))
         torch.cuda.empty_cache()
     return rows
 

@@ -10,10 +10,18 @@ behind mt_scaled_dot_product_attention (float32, head dim 16 or 32) and mt_self_
                  torch float64, at the char-GPT shapes and at tails; twice, to the same bits
   dispatch       one recorded node for each; head dim 8 and 64 stay on the composed path
 
+sdpa and self_attention run every case under both kernel generations of the internal hook
+mt_study_attention_f32: 0, the tensor-core kernels (production; 3xTF32 products), and 1, the
+row-per-thread FFMA kernels.
+
 Inputs are fresh torch.randn values per case (seed printed on failure); the device pool is
 filled with NaN before each case, so an output element the kernels never write shows up.
 Tolerance: relative error ||got - ref|| / ||ref|| below 2e-6 (float32 math with float32
-accumulation over at most 1000 terms, against float64).
+accumulation over at most 1000 terms, against float64; the 3xTF32 products keep about 21 of
+float32's 24 bits per product). With one key (S = 1) dq and dk are exactly zero: the softmax of
+one key is constant, so ds = p (dp - delta) cancels, and a kernel whose dp (a tensor-core
+product) and delta (dout . out) round differently leaves float32 noise of terms the size of
+|dout| |v|; those two are checked by their largest magnitude, below 1e-5.
 
 Run by `make test-gpu`; alone: MINITORCH_LIB=build/libminitorch.so python3 -m unittest
 tests.gpu.test_attention_f32 -v. Without a usable GPU or without torch every test is skipped.
@@ -37,8 +45,16 @@ try:
 except ImportError:
     torch = None
 
-TOL = 2e-6
+TOL = {0: 2e-6, 1: 2e-6}  # by kernel variant (below)
+WORST = {}  # the largest relative error seen, by kernel variant
 SEED = int(os.environ.get("MT_TEST_SEED", "4321"))
+
+# the kernel variants of the internal hook mt_study_attention_f32 (0: the tensor-core kernels,
+# production; 1: the row-per-thread FFMA kernels); a library without the hook runs production only
+STUDY = getattr(LIB, "mt_study_attention_f32", None)
+if STUDY is not None:
+    STUDY.restype, STUDY.argtypes = c_int64, [c_int64]
+VARIANTS = (0, 1) if STUDY is not None else (0,)
 
 # (B, H, T, S, D, causal)
 SDPA_CASES = [
@@ -81,15 +97,34 @@ class AttentionF32Test(unittest.TestCase):
 
     def tearDown(self):
         LIB.mt_tape_clear()
+        if STUDY is not None:
+            STUDY(0)
 
-    def check(self, label, got, want):
+    def test_hook_refuses_unknown_variants(self):
+        if STUDY is None:
+            self.skipTest("the library has no mt_study_attention_f32")
+        for bad in (-1, 2, 100):
+            self.assertNotEqual(STUDY(bad), 0, "variant %d" % bad)
+        for good in VARIANTS:
+            self.assertEqual(STUDY(good), 0, "variant %d" % good)
+
+    @classmethod
+    def tearDownClass(cls):
+        for variant, e in sorted(WORST.items()):
+            print("\n  test_attention_f32: worst relative error of kernel variant %d: %.3g (tolerance %.3g)"
+                  % (variant, e, TOL[variant]), file=sys.stderr)
+
+    def check(self, label, got, want, variant=0):
         e = rel(got, want)
-        self.assertLess(e, TOL, "%s: rel err %.3g; %s" % (label, e, first_bad(got, want, TOL)))
+        WORST[variant] = max(WORST.get(variant, 0.0), e)
+        self.assertLess(e, TOL[variant], "%s: rel err %.3g; %s" % (label, e, first_bad(got, want, TOL[variant])))
 
     def test_sdpa(self):
-        for n, (B, H, T, S, D, causal) in enumerate(SDPA_CASES):
+        for n, (B, H, T, S, D, causal), variant in [(n, c, v) for v in VARIANTS for n, c in enumerate(SDPA_CASES)]:
             seed = SEED * 7919 + n
-            with self.subTest(B=B, H=H, T=T, S=S, D=D, causal=causal, seed=seed):
+            if STUDY is not None:
+                self.assertEqual(STUDY(variant), 0)
+            with self.subTest(B=B, H=H, T=T, S=S, D=D, causal=causal, seed=seed, variant=variant):
                 g = torch.Generator().manual_seed(seed)
                 q, dout = [torch.randn(B, H, T, D, generator=g) for _ in range(2)]
                 k, v = [torch.randn(B, H, S, D, generator=g) for _ in range(2)]
@@ -100,19 +135,24 @@ class AttentionF32Test(unittest.TestCase):
                     before = LIB.mt_tape_size()
                     out = U.call("mt_scaled_dot_product_attention", hs[0], hs[1], hs[2], c_int64(1 if causal else 0))
                     self.assertEqual(LIB.mt_tape_size() - before, 1, "one FLASH_ATTENTION node")
-                    self.check("out", from_mt(out, torch.float32), want)
+                    self.check("out", from_mt(out, torch.float32), want, variant)
                     grads = backward_of(out, dout, hs, torch.float32)
                     for name, got, ref in zip(("dq", "dk", "dv"), grads, wgrads):
-                        self.check(name, got, ref)
+                        if name in ("dq", "dk") and S == 1:  # zero up to the rounding of dp - delta (the top)
+                            self.assertLess(got.abs().max().item(), 1e-5, "%s with one key" % name)
+                            continue
+                        self.check(name, got, ref, variant)
                 finally:
                     for h in hs:
                         U.release(h)
 
     def test_self_attention(self):
-        for n, (B, T, H, Dh) in enumerate(PACKED_CASES):
+        for n, (B, T, H, Dh), variant in [(n, c, v) for v in VARIANTS for n, c in enumerate(PACKED_CASES)]:
+            if STUDY is not None:
+                self.assertEqual(STUDY(variant), 0)
             for causal in (True, False):
                 seed = SEED * 104729 + 2 * n + causal
-                with self.subTest(B=B, T=T, H=H, Dh=Dh, causal=causal, seed=seed):
+                with self.subTest(B=B, T=T, H=H, Dh=Dh, causal=causal, seed=seed, variant=variant):
                     g = torch.Generator().manual_seed(seed)
                     qkv = torch.randn(B, T, 3 * H * Dh, generator=g)
                     dout = torch.randn(B, T, H * Dh, generator=g)
@@ -129,8 +169,8 @@ class AttentionF32Test(unittest.TestCase):
                             runs.append((got, backward_of(out, dout, [x], torch.float32)[0]))
                         finally:
                             U.release(x)
-                    self.check("out", runs[0][0], want)
-                    self.check("dqkv", runs[0][1], wgrad)
+                    self.check("out", runs[0][0], want, variant)
+                    self.check("dqkv", runs[0][1], wgrad, variant)
                     self.assertTrue(torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]),
                                     "two runs differ in some bit")
 

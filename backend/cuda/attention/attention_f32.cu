@@ -3,24 +3,34 @@
 // be the three column blocks of one packed projection [B, T, 3 H D] and out [B, T, H D], so no
 // head split or merge is ever copied, and no T x S matrix is ever stored.
 //
-// Exact float32 (FFMA; no tensor cores), f32 accumulation, softmax in base 2 with the scale
-// folded into the scores (as FlashAttention does). One thread owns one query row (forward,
-// dq) or one key row (dk, dv) in registers; kSub threads share that row and split the other
-// side between them (interleaved rows of each shared tile), then merge through warp shuffles.
-// The rows of the other side come from shared memory, one float4 per 4 FMAs, so the kernels are bound by
-// shared-memory return bandwidth: the lane mapping (sub_of, row_of) makes each quarter-warp read
-// one address at a time, which returns at twice the rate of distinct addresses (on an H100 this
-// took the forward from 68 to 51 us and the two backward kernels from 215 to 145 us at the
-// char-GPT large shape). Deterministic: no atomics, every output element is written by one
-// thread in a fixed order of additions.
+// Two generations, side by side (mt_study_attention_f32 picks one; the tensor cores are
+// production):
+//   tensor cores  mma.sync m16n8k8 TF32 with the 3xTF32 split for float32 accuracy (the
+//                 section "tensor-core kernels" below); about 1.5 times the row kernels' speed
+//                 at the char-GPT shapes (docs/benchmarks.md)
+//   rows          exact float32 FFMA, one row per kSub threads (below)
+// Both: f32 accumulation, softmax in base 2 with the scale folded into the scores (as
+// FlashAttention does), deterministic (no atomics; every output element is accumulated by one
+// thread in a fixed order).
+//
+// The row kernels: one thread owns one query row (forward, dq) or one key row (dk, dv) in
+// registers; kSub threads share that row and split the other side between them (interleaved
+// rows of each shared tile), then merge through warp shuffles. The rows of the other side come
+// from shared memory, one float4 per 4 FMAs, so the kernels are bound by shared-memory return
+// bandwidth: the lane mapping (sub_of, row_of) makes each quarter-warp read one address at a
+// time, which returns at twice the rate of distinct addresses (on an H100 this took the forward
+// from 68 to 51 us and the two backward kernels from 215 to 145 us at the char-GPT large shape).
 //
 // The backward is FlashAttention-2's without atomics: the dq kernel (one block per query tile,
 // keys in the inner loop) also writes D_i = dout_i . out_i, which the dk/dv kernel (one block
 // per key tile, queries in the inner loop) reads; P is recomputed in both from q, k and lse.
 //
-// Contents: kernels | launchers
+// Contents: row kernels | tensor-core kernels | launchers | mt_study_attention_f32
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 
+#include "minitorch.h"  // MT_API (the study hook)
 #include "backend/cuda/attention/attention_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
@@ -182,7 +192,7 @@ __device__ __forceinline__ void stage_kv(float (*ks)[D + kPad], float (*vs)[D + 
   __syncthreads();
 }
 
-// ---- kernels -------------------------------------------------------------------------
+// ---- row kernels ---------------------------------------------------------------------
 
 // R query rows per thread (R * kRows per block): each shared value read feeds R rows.
 template <int D, int R>
@@ -428,6 +438,371 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(BwdArgs a) {
   store_share<D>(a.dv.p + head_offset(a.dv.batch, a.dv.head, bh, a.heads) + (int64_t)j * a.dv.row, dv, sub, 1.f);
 }
 
+// ---- tensor-core kernels (3xTF32) ----------------------------------------------------
+//
+// The same three kernels on mma.sync m16n8k8 TF32 tensor cores, with float32 accuracy by the
+// 3xTF32 split that PyTorch's memory-efficient attention also uses in float32 (CUTLASS's
+// OpMultiplyAddFastF32): x = hi + lo with hi = x rounded to TF32 and lo = (x - hi) rounded to
+// TF32, and a * b = a.lo * b.hi + a.hi * b.lo + a.hi * b.hi (a.lo * b.lo, about 2^-22 of the
+// product, is dropped), accumulated in float32.
+//
+// A block is 4 warps; each warp owns 16 rows (queries in the forward and dq kernels, keys in
+// the dk/dv kernel), 64 a block, as A operands in registers, split once. The other side comes in
+// tiles of 64 rows, split once into shared memory as hi and lo words, and a warp takes a tile 32
+// columns of scores at a time (4 n-tiles of 8). A score tile leaves the accumulator in the C
+// layout (row g = lane / 4 and g + 8, columns 2t and 2t + 1, t = lane % 4) and the next product
+// (P V, dS K, P^T dO, dS^T q) wants it as an A operand (columns t and t + 4): instead of moving
+// values between lanes, that product's B operand is read with its rows permuted to match (A
+// column t is row 2t, column t + 4 is row 2t + 1 of each 8), which sums the same terms.
+// Deterministic: every output element is accumulated by one thread in a fixed order.
+constexpr int kTcThreads = 128;  // 4 warps
+constexpr int kTcRows = 64;      // owned rows a block (16 a warp), and rows a shared tile
+// Score columns a warp holds at once. The products of a chunk (p v, ds k, p dout, ds q) go into
+// an accumulator of their own, added to the running sum in float32 after the chunk: the tensor
+// cores' float32 accumulation truncates, and over 1000 keys of one running sum (375 products)
+// the output drifted by up to 8e-6 of its norm (tests/gpu/test_attention_f32.py).
+constexpr int kTcCols = 32;
+
+struct Tf32 {
+  uint32_t hi, lo;
+};
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ Tf32 split_tf32(float x) {
+  const uint32_t hi = to_tf32(x);
+  return {hi, to_tf32(x - __uint_as_float(hi))};
+}
+
+// An m16n8k8 A operand in both halves: a[0] (row g, col t), a[1] (g + 8, t), a[2] (g, t + 4),
+// a[3] (g + 8, t + 4).
+struct FragA {
+  uint32_t hi[4], lo[4];
+};
+__device__ __forceinline__ void set_frag(FragA &f, float a0, float a1, float a2, float a3) {
+  const Tf32 x0 = split_tf32(a0), x1 = split_tf32(a1), x2 = split_tf32(a2), x3 = split_tf32(a3);
+  f.hi[0] = x0.hi, f.hi[1] = x1.hi, f.hi[2] = x2.hi, f.hi[3] = x3.hi;
+  f.lo[0] = x0.lo, f.lo[1] = x1.lo, f.lo[2] = x2.lo, f.lo[3] = x3.lo;
+}
+// The A operand of a C-layout tile c (one n-tile), its columns permuted as described above.
+__device__ __forceinline__ FragA frag_of_c(const float (&c)[4]) {
+  FragA f;
+  set_frag(f, c[0], c[2], c[1], c[3]);
+  return f;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A shared tile of 64 rows split into hi and lo words; the padding of 4 words makes both ways of
+// reading B operands below free of bank conflicts for D = 16 and 32.
+template <int D>
+struct SplitTile {
+  uint32_t hi[kTcRows][D + 4], lo[kTcRows][D + 4];
+};
+
+// c += a * B, B (k x n) = rows r0 + g of the tile, columns d0 + t and d0 + t + 4 (as k): the
+// other side's rows as the columns of the product (q k^T, dout v^T, k q^T, v dout^T).
+template <int D>
+__device__ __forceinline__ void mma_rows(float (&c)[4], const FragA &a, const SplitTile<D> &s, int r0, int d0) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const uint32_t h0 = s.hi[r0 + g][d0 + t], h1 = s.hi[r0 + g][d0 + t + 4];
+  const uint32_t l0 = s.lo[r0 + g][d0 + t], l1 = s.lo[r0 + g][d0 + t + 4];
+  mma_tf32(c, a.lo, h0, h1);
+  mma_tf32(c, a.hi, l0, l1);
+  mma_tf32(c, a.hi, h0, h1);
+}
+
+// c += a * B, B (k x n) = rows r0 + 2t and r0 + 2t + 1 of the tile (as k, matching frag_of_c),
+// column d0 + g: the other side's rows summed with the scores' weights (p v, ds k, p dout, ds q).
+template <int D>
+__device__ __forceinline__ void mma_cols(float (&c)[4], const FragA &a, const SplitTile<D> &s, int r0, int d0) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const uint32_t h0 = s.hi[r0 + 2 * t][d0 + g], h1 = s.hi[r0 + 2 * t + 1][d0 + g];
+  const uint32_t l0 = s.lo[r0 + 2 * t][d0 + g], l1 = s.lo[r0 + 2 * t + 1][d0 + g];
+  mma_tf32(c, a.lo, h0, h1);
+  mma_tf32(c, a.hi, l0, l1);
+  mma_tf32(c, a.hi, h0, h1);
+}
+
+// Rows [r0, r0 + 64) of src (row stride `row`; rows >= n as 0), times mul, split into dst.
+template <int D>
+__device__ __forceinline__ void stage_split(SplitTile<D> &dst, const float *src, int64_t row, int r0, int n,
+                                            float mul) {
+  constexpr int kVec = D / 4;
+  for (int e = threadIdx.x; e < kTcRows * kVec; e += kTcThreads) {
+    const int r = e / kVec, c = (e % kVec) * 4;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
+    const Tf32 a = split_tf32(x.x * mul), b = split_tf32(x.y * mul), cc = split_tf32(x.z * mul),
+               d = split_tf32(x.w * mul);
+    *reinterpret_cast<uint4 *>(&dst.hi[r][c]) = make_uint4(a.hi, b.hi, cc.hi, d.hi);
+    *reinterpret_cast<uint4 *>(&dst.lo[r][c]) = make_uint4(a.lo, b.lo, cc.lo, d.lo);
+  }
+}
+
+// The warp's 16 rows [r0, r0 + 16) of src (rows >= n as 0), times mul, as D / 8 A operands.
+template <int D>
+__device__ __forceinline__ void load_own(FragA (&f)[D / 8], const float *src, int64_t row, int r0, int n, float mul) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const bool in0 = r0 + g < n, in1 = r0 + g + 8 < n;
+  const float *p0 = src + (int64_t)(r0 + g) * row, *p1 = src + (int64_t)(r0 + g + 8) * row;
+#pragma unroll
+  for (int kk = 0; kk < D / 8; kk++) {
+    const int c = 8 * kk + t;
+    set_frag(f[kk], in0 ? p0[c] * mul : 0.f, in1 ? p1[c] * mul : 0.f, in0 ? p0[c + 4] * mul : 0.f,
+             in1 ? p1[c + 4] * mul : 0.f);
+  }
+}
+
+// The warp's C-layout accumulators acc[D / 8] (rows r0 + g, r0 + g + 8) times mul0 and mul1
+// into dst's rows below n.
+template <int D>
+__device__ __forceinline__ void store_own(float *dst, int64_t row, int r0, int n, const float (&acc)[D / 8][4],
+                                          float mul0, float mul1) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int nn = 0; nn < D / 8; nn++) {
+    const int c = 8 * nn + 2 * t;
+    if (r0 + g < n)
+      *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g) * row + c) = make_float2(acc[nn][0] * mul0, acc[nn][1] * mul0);
+    if (r0 + g + 8 < n)
+      *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g + 8) * row + c) =
+          make_float2(acc[nn][2] * mul1, acc[nn][3] * mul1);
+  }
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
+  __shared__ __align__(16) SplitTile<D> ks, vs;
+  const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int tile = (a.tq + kTcRows - 1) / kTcRows - 1 - (int)blockIdx.x;  // the longest causal rows first
+  const int off = a.tk - a.tq, r0 = tile * kTcRows + 16 * warp;
+  const int kend = a.causal ? min(a.tk, min(a.tq, (tile + 1) * kTcRows) + off) : a.tk;  // keys the block sees
+  const int wend = r0 >= a.tq ? 0 : a.causal ? min(kend, min(a.tq - 1, r0 + 15) + off + 1) : kend;  // the warp's
+  const int lim0 = a.causal ? min(a.tk - 1, r0 + g + off) : a.tk - 1;  // the last key of rows r0 + g, r0 + g + 8
+  const int lim1 = a.causal ? min(a.tk - 1, r0 + g + 8 + off) : a.tk - 1;
+  const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
+  const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
+
+  FragA qf[D / 8];
+  load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
+  float o[D / 8][4] = {}, m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+  for (int k0 = 0; k0 < kend; k0 += kTcRows) {
+    __syncthreads();
+    stage_split<D>(ks, kp, a.k.row, k0, kend, 1.f);
+    stage_split<D>(vs, vp, a.v.row, k0, kend, 1.f);
+    __syncthreads();
+#pragma unroll 1
+    for (int c0 = 0; c0 < kTcRows && k0 + c0 < wend; c0 += kTcCols) {
+      float s[4][4] = {};
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int kk = 0; kk < D / 8; kk++) mma_rows<D>(s[nt], qf[kk], ks, c0 + 8 * nt, 8 * kk);
+      float mx0 = m0, mx1 = m1;
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        const int key = k0 + c0 + 8 * nt + 2 * t;
+        if (key > lim0) s[nt][0] = -INFINITY;
+        if (key + 1 > lim0) s[nt][1] = -INFINITY;
+        if (key > lim1) s[nt][2] = -INFINITY;
+        if (key + 1 > lim1) s[nt][3] = -INFINITY;
+        mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+      }
+      mx0 = quad_max(mx0);
+      mx1 = quad_max(mx1);
+      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+      const float corr0 = exp2f(m0 - b0), corr1 = exp2f(m1 - b1);  // 0 while a row had nothing
+      m0 = mx0, m1 = mx1;
+      l0 *= corr0, l1 *= corr1;
+      float pv[D / 8][4] = {};  // the chunk's p v, added to o in float32 (see kTcCols)
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        s[nt][0] = exp2f(s[nt][0] - b0), s[nt][1] = exp2f(s[nt][1] - b0);
+        s[nt][2] = exp2f(s[nt][2] - b1), s[nt][3] = exp2f(s[nt][3] - b1);
+        l0 += s[nt][0] + s[nt][1];
+        l1 += s[nt][2] + s[nt][3];
+        const FragA pf = frag_of_c(s[nt]);
+#pragma unroll
+        for (int nn = 0; nn < D / 8; nn++) mma_cols<D>(pv[nn], pf, vs, c0 + 8 * nt, 8 * nn);
+      }
+#pragma unroll
+      for (int nn = 0; nn < D / 8; nn++) {
+        o[nn][0] = fmaf(o[nn][0], corr0, pv[nn][0]), o[nn][1] = fmaf(o[nn][1], corr0, pv[nn][1]);
+        o[nn][2] = fmaf(o[nn][2], corr1, pv[nn][2]), o[nn][3] = fmaf(o[nn][3], corr1, pv[nn][3]);
+      }
+    }
+  }
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  store_own<D>(a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads), a.o.row, r0, a.tq, o,
+               l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
+  if (t == 0) {
+    if (r0 + g < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : INFINITY;
+    if (r0 + g + 8 < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g + 8] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : INFINITY;
+  }
+}
+
+// dq of the warp's 16 query rows; writes delta.
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
+  __shared__ __align__(16) SplitTile<D> ks, vs;
+  const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int tile = (a.tq + kTcRows - 1) / kTcRows - 1 - (int)blockIdx.x;
+  const int off = a.tk - a.tq, r0 = tile * kTcRows + 16 * warp;
+  const int kend = a.causal ? min(a.tk, min(a.tq, (tile + 1) * kTcRows) + off) : a.tk;
+  const int wend = r0 >= a.tq ? 0 : a.causal ? min(kend, min(a.tq - 1, r0 + 15) + off + 1) : kend;
+  const int lim0 = a.causal ? min(a.tk - 1, r0 + g + off) : a.tk - 1;
+  const int lim1 = a.causal ? min(a.tk - 1, r0 + g + 8 + off) : a.tk - 1;
+  const bool in0 = r0 + g < a.tq, in1 = r0 + g + 8 < a.tq;
+  const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
+  const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
+  const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
+  const float *op = a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads);
+
+  FragA qf[D / 8], gf[D / 8];
+  load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
+  load_own<D>(gf, gp, a.dout.row, r0, a.tq, 1.f);
+  // delta of rows r0 + g and r0 + g + 8 = dout . out, over the columns this lane's operands hold
+  float delta0 = 0.f, delta1 = 0.f;
+#pragma unroll
+  for (int c = 0; c < D; c += 4) {
+    if (in0) delta0 += gp[(int64_t)(r0 + g) * a.dout.row + c + t] * op[(int64_t)(r0 + g) * a.o.row + c + t];
+    if (in1) delta1 += gp[(int64_t)(r0 + g + 8) * a.dout.row + c + t] * op[(int64_t)(r0 + g + 8) * a.o.row + c + t];
+  }
+  delta0 = quad_sum(delta0);
+  delta1 = quad_sum(delta1);
+  if (t == 0) {
+    if (in0) a.delta[(int64_t)bh * a.tq + r0 + g] = delta0;
+    if (in1) a.delta[(int64_t)bh * a.tq + r0 + g + 8] = delta1;
+  }
+  const float lse0 = in0 ? a.lse[(int64_t)bh * a.tq + r0 + g] * kLog2e : INFINITY;
+  const float lse1 = in1 ? a.lse[(int64_t)bh * a.tq + r0 + g + 8] * kLog2e : INFINITY;
+  float dq[D / 8][4] = {};
+
+  for (int k0 = 0; k0 < kend; k0 += kTcRows) {
+    __syncthreads();
+    stage_split<D>(ks, kp, a.k.row, k0, kend, 1.f);
+    stage_split<D>(vs, vp, a.v.row, k0, kend, 1.f);
+    __syncthreads();
+#pragma unroll 1
+    for (int c0 = 0; c0 < kTcRows && k0 + c0 < wend; c0 += kTcCols) {
+      float s[4][4] = {}, dp[4][4] = {}, part[D / 8][4] = {};
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int kk = 0; kk < D / 8; kk++) {
+          mma_rows<D>(s[nt], qf[kk], ks, c0 + 8 * nt, 8 * kk);
+          mma_rows<D>(dp[nt], gf[kk], vs, c0 + 8 * nt, 8 * kk);
+        }
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        const int key = k0 + c0 + 8 * nt + 2 * t;
+        const float p0 = key > lim0 ? 0.f : exp2f(s[nt][0] - lse0), p1 = key + 1 > lim0 ? 0.f : exp2f(s[nt][1] - lse0);
+        const float p2 = key > lim1 ? 0.f : exp2f(s[nt][2] - lse1), p3 = key + 1 > lim1 ? 0.f : exp2f(s[nt][3] - lse1);
+        s[nt][0] = p0 * (dp[nt][0] - delta0), s[nt][1] = p1 * (dp[nt][1] - delta0);
+        s[nt][2] = p2 * (dp[nt][2] - delta1), s[nt][3] = p3 * (dp[nt][3] - delta1);
+        const FragA df = frag_of_c(s[nt]);
+#pragma unroll
+        for (int nn = 0; nn < D / 8; nn++) mma_cols<D>(part[nn], df, ks, c0 + 8 * nt, 8 * nn);
+      }
+#pragma unroll
+      for (int nn = 0; nn < D / 8; nn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dq[nn][e] += part[nn][e];
+    }
+  }
+  store_own<D>(a.dq.p + head_offset(a.dq.batch, a.dq.head, bh, a.heads), a.dq.row, r0, a.tq, dq, a.scale, a.scale);
+}
+
+// dk and dv of the warp's 16 key rows.
+template <int D>
+__global__ void __launch_bounds__(kTcThreads) attn_bwd_dkv_tc_kernel(BwdArgs a) {
+  __shared__ __align__(16) SplitTile<D> qs, gs;
+  __shared__ float lse_s[kTcRows], delta_s[kTcRows];
+  const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int tile = (int)blockIdx.x;  // the first key tiles see the most queries: first
+  const int off = a.tk - a.tq, j0 = tile * kTcRows + 16 * warp;
+  const int qbeg = a.causal ? max(0, tile * kTcRows - off) : 0;  // the first query the block's first key meets
+  const int wbeg = a.causal ? j0 - off : 0;                      // the first query the warp's first key meets
+  const int first0 = a.causal ? j0 + g - off : 0, first1 = first0 + (a.causal ? 8 : 0);  // of rows j0 + g, + 8
+  const float *qp = a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads);
+  const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
+
+  FragA kf[D / 8], vf[D / 8];
+  load_own<D>(kf, a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads), a.k.row, j0, a.tk, a.scale2);
+  load_own<D>(vf, a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads), a.v.row, j0, a.tk, 1.f);
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+
+  for (int i0 = qbeg; i0 < a.tq; i0 += kTcRows) {
+    __syncthreads();
+    stage_split<D>(qs, qp, a.q.row, i0, a.tq, 1.f);
+    stage_split<D>(gs, gp, a.dout.row, i0, a.tq, 1.f);
+    for (int r = threadIdx.x; r < kTcRows; r += kTcThreads) {
+      const bool in = i0 + r < a.tq;
+      lse_s[r] = in ? a.lse[(int64_t)bh * a.tq + i0 + r] * kLog2e : INFINITY;
+      delta_s[r] = in ? a.delta[(int64_t)bh * a.tq + i0 + r] : 0.f;
+    }
+    __syncthreads();
+    if (j0 >= a.tk) continue;  // a warp past the last key: it only helps stage
+#pragma unroll 1
+    for (int c0 = 0; c0 < kTcRows && i0 + c0 < a.tq; c0 += kTcCols) {
+      if (i0 + c0 + kTcCols - 1 < wbeg) continue;  // no query of the chunk sees the warp's keys
+      float s[4][4] = {}, dp[4][4] = {}, kpart[D / 8][4] = {}, vpart[D / 8][4] = {};
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int kk = 0; kk < D / 8; kk++) {
+          mma_rows<D>(s[nt], kf[kk], qs, c0 + 8 * nt, 8 * kk);
+          mma_rows<D>(dp[nt], vf[kk], gs, c0 + 8 * nt, 8 * kk);
+        }
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++) {
+        const int r = c0 + 8 * nt + 2 * t, i = i0 + r;  // the queries of columns 2t and 2t + 1
+        const float la = lse_s[r], lb = lse_s[r + 1], da = delta_s[r], db = delta_s[r + 1];
+        const bool va = i < a.tq, vb = i + 1 < a.tq;
+        const float p0 = va && i >= first0 ? exp2f(s[nt][0] - la) : 0.f;
+        const float p1 = vb && i + 1 >= first0 ? exp2f(s[nt][1] - lb) : 0.f;
+        const float p2 = va && i >= first1 ? exp2f(s[nt][2] - la) : 0.f;
+        const float p3 = vb && i + 1 >= first1 ? exp2f(s[nt][3] - lb) : 0.f;
+        s[nt][0] = p0, s[nt][1] = p1, s[nt][2] = p2, s[nt][3] = p3;
+        dp[nt][0] = p0 * (dp[nt][0] - da), dp[nt][1] = p1 * (dp[nt][1] - db);
+        dp[nt][2] = p2 * (dp[nt][2] - da), dp[nt][3] = p3 * (dp[nt][3] - db);
+        const FragA pf = frag_of_c(s[nt]), df = frag_of_c(dp[nt]);
+#pragma unroll
+        for (int nn = 0; nn < D / 8; nn++) {
+          mma_cols<D>(vpart[nn], pf, gs, c0 + 8 * nt, 8 * nn);
+          mma_cols<D>(kpart[nn], df, qs, c0 + 8 * nt, 8 * nn);
+        }
+      }
+#pragma unroll
+      for (int nn = 0; nn < D / 8; nn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[nn][e] += kpart[nn][e], dv[nn][e] += vpart[nn][e];
+    }
+  }
+  store_own<D>(a.dk.p + head_offset(a.dk.batch, a.dk.head, bh, a.heads), a.dk.row, j0, a.tk, dk, a.scale, a.scale);
+  store_own<D>(a.dv.p + head_offset(a.dv.batch, a.dv.head, bh, a.heads), a.dv.row, j0, a.tk, dv, 1.f, 1.f);
+}
+
 // ---- launchers -----------------------------------------------------------------------
 
 void check_geometry(const char *op, const AttentionGeometry &g, double scale,
@@ -452,20 +827,39 @@ void check_geometry(const char *op, const AttentionGeometry &g, double scale,
   }
 }
 
-// One query row per thread: two rows (attn_fwd_kernel<D, 2>, each shared value read feeding both)
-// measured the same on an H100 at the char-GPT shapes, with 192 registers against 133.
+// The kernels selected by mt_study_attention_f32: 0 production (the tensor-core kernels), 1 the
+// row-per-thread FFMA kernels. MT_CUDA_ATTN_F32_ROWS set in the environment starts the process
+// on 1, so whole programs can be compared.
+std::atomic<int> g_attn_f32_variant{std::getenv("MT_CUDA_ATTN_F32_ROWS") != nullptr ? 1 : 0};
+
+// The row kernels: one query row per thread (attn_fwd_kernel<D, 2>, two rows each shared value
+// read feeding both, measured the same on an H100 at the char-GPT shapes, with 192 registers
+// against 133).
 template <int D>
 void launch_forward(Context &c, const FwdArgs &a, int64_t bh) {
-  const dim3 grid((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh);
-  attn_fwd_kernel<D, 1><<<grid, kThreads, 0, c.stream>>>(a);
+  if (g_attn_f32_variant.load(std::memory_order_relaxed) == 1) {
+    attn_fwd_kernel<D, 1><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
+  } else {
+    attn_fwd_tc_kernel<D><<<dim3((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh), kTcThreads, 0,
+                            c.stream>>>(a);
+  }
   MT_CUDA_CHECK_LAUNCH("attention_f32 forward");
 }
 
 template <int D>
 void launch_backward(Context &c, const BwdArgs &a, int64_t bh) {
-  attn_bwd_dq_kernel<D><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
+  if (g_attn_f32_variant.load(std::memory_order_relaxed) == 1) {
+    attn_bwd_dq_kernel<D><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
+    MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dq)");
+    attn_bwd_dkv_kernel<D><<<dim3((unsigned)((a.tk + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
+    MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dk, dv)");
+    return;
+  }
+  attn_bwd_dq_tc_kernel<D><<<dim3((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh), kTcThreads, 0,
+                             c.stream>>>(a);
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dq)");
-  attn_bwd_dkv_kernel<D><<<dim3((unsigned)((a.tk + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
+  attn_bwd_dkv_tc_kernel<D><<<dim3((unsigned)((a.tk + kTcRows - 1) / kTcRows), (unsigned)bh), kTcThreads, 0,
+                              c.stream>>>(a);
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dk, dv)");
 }
 
@@ -555,3 +949,21 @@ void attention_f32_backward(Context &c, const AttentionGeometry &g, float *dq, f
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- the study hook ---------------------------------------------------------------------------
+//
+// mt_study_attention_f32: an internal hook for scripts/bench/workloads_attention.py and
+// tests/gpu/test_attention_f32.py, NOT part of the public API (no stability promise; exported
+// only because they drive it through ctypes). It picks the kernels every later float32
+// attention (forward and backward, mt_scaled_dot_product_attention and mt_self_attention) runs,
+// until the next call:
+//   variant 0  production: the tensor-core kernels (3xTF32)
+//   variant 1  the row-per-thread FFMA kernels
+// Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another variant (the selection is then left
+// as it was). It leaves mt_last_error() alone. Not thread-safe against launches running
+// concurrently in other threads (they may see either selection).
+extern "C" MT_API int64_t mt_study_attention_f32(int64_t variant) {
+  if (variant < 0 || variant > 1) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  mt::cuda::g_attn_f32_variant.store((int)variant, std::memory_order_relaxed);
+  return 0;
+}
