@@ -23,9 +23,9 @@
 //     into a pool temporary, then one thread applies scale and beta. CUB picks its own
 //     tiling per architecture; its result is the same on every run of a given size.
 //   outer == 1, inner > 1 in rows of 16-byte packs (a bias gradient: the columns of a
-//     [tokens, features] gradient): one launch, sum_cols_onepass_kernel: blocks of 32 packs
-//     by spans of rows, 16-byte loads, the spans' partial rows added by each column tile's
-//     last block (a ticket). In a char-GPT large step (H200) its 12 launches took 92 us
+//     [tokens, features] gradient): one launch, sum_cols_onepass_kernel: blocks of 8 or 32
+//     packs by spans of rows, 16-byte loads, the spans' partial rows added by each column
+//     tile's last block (a ticket). In a char-GPT large step (H200) its 12 launches took 83 us
 //     (the head's 65 columns, 5 us, still take the kernel below), where the two-pass kernel
 //     took 118 us in 25 launches.
 //   inner > 1 (columns), otherwise: threads along inner (coalesced), a block of 256 = bx * by
@@ -33,6 +33,7 @@
 //     (inner, outer) alone cannot fill the GPU, `reduce` is also split over grid.z into
 //     a (outer, splits, inner) temporary and reduced again by the same kernel.
 #include <cub/device/device_reduce.cuh>
+
 
 #include "minitorch.h"  // MT_API
 #include "backend/cuda/context.h"
@@ -279,27 +280,26 @@ __device__ __forceinline__ void store_acc(A *p, const A (&v)[N]) {
 // Tickets of sum_cols_onepass_kernel, one per column tile of a launch (kColTiles at most); the
 // last block of a tile resets its ticket. Launches must not overlap (the library's one stream).
 constexpr int kColTiles = 1024;
-constexpr int kColPacks = 32;  // 16-byte packs of columns a block takes (blockDim.x)
-constexpr int kColRows = 8;    // rows a block takes at once (blockDim.y)
+constexpr int kColThreads = 256;  // a block: PACKS (16-byte packs of columns) x 256 / PACKS rows
 __device__ unsigned int g_col_tickets[kColTiles];
 
 // out[i] = scale * sum over r of x[r, i] (+ beta * out[i]) for x (reduce, inner), rows of
-// 16-byte packs, in one launch. Block (32, 8) = a tile of 32 packs of columns (blockIdx.x) by a
-// span of `span` rows (blockIdx.y); thread (tx, ty) sums its pack over rows ty, ty + 8, ... of
-// the span, four loads in flight, and the block adds its 8 row lanes in shared memory. With one
-// span a block writes out; otherwise it stores its partial row, takes the tile's ticket, and the
-// tile's last block adds the spans' partials in span order. Every sum is a fixed tree, so a
-// shape gives the same bits on every run.
-template <class T>
-__global__ void __launch_bounds__(kColPacks *kColRows) sum_cols_onepass_kernel(T *out, Compute<T> *partial, const T *x,
-                                                                              int64_t reduce, int64_t inner, int64_t span,
-                                                                              Compute<T> scale, Compute<T> beta) {
+// 16-byte packs, in one launch. Block (PACKS, ROWS = 256 / PACKS) = a tile of PACKS packs of
+// columns (blockIdx.x) by a span of `span` rows (blockIdx.y); thread (tx, ty) sums its pack over
+// rows ty, ty + ROWS, ... of the span, four loads in flight, and the block adds its ROWS row
+// lanes in shared memory. With one span a block writes out; otherwise it stores its partial row,
+// takes the tile's ticket, and the tile's last block adds the spans' partials in span order.
+// Every sum is a fixed tree, so a shape gives the same bits on every run.
+template <class T, int PACKS>
+__global__ void __launch_bounds__(kColThreads)
+    sum_cols_onepass_kernel(T *out, Compute<T> *partial, const T *x, int64_t reduce, int64_t inner, int64_t span,
+                            Compute<T> scale, Compute<T> beta) {
   using Acc = Compute<T>;
-  constexpr int N = Pack<T>::N;
-  __shared__ Acc sm[kColRows][kColPacks][N];
+  constexpr int N = Pack<T>::N, ROWS = kColThreads / PACKS;
+  __shared__ Acc sm[ROWS][PACKS][N];
   __shared__ bool last;
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t p = (int64_t)blockIdx.x * kColPacks + tx;  // this thread's pack of columns
+  const int64_t p = (int64_t)blockIdx.x * PACKS + tx;  // this thread's pack of columns
   const bool live = p * N < inner;
   const int64_t r0 = (int64_t)blockIdx.y * span, r1 = min(r0 + span, reduce);
   Acc acc[N];
@@ -308,28 +308,28 @@ __global__ void __launch_bounds__(kColPacks *kColRows) sum_cols_onepass_kernel(T
   if (live) {
     const T *col = x + p * N;
     int64_t r = r0 + ty;
-    for (; r + 3 * kColRows < r1; r += 4 * kColRows) {
+    for (; r + 3 * ROWS < r1; r += 4 * ROWS) {
       Pack<T> v[4];
 #pragma unroll
-      for (int u = 0; u < 4; u++) v[u] = load128(col + (r + u * kColRows) * inner);
+      for (int u = 0; u < 4; u++) v[u] = load128(col + (r + u * ROWS) * inner);
 #pragma unroll
       for (int u = 0; u < 4; u++)
 #pragma unroll
         for (int j = 0; j < N; j++) acc[j] += to_compute(v[u].v[j]);
     }
-    for (; r < r1; r += kColRows) {
+    for (; r < r1; r += ROWS) {
       const Pack<T> v = load128(col + r * inner);
 #pragma unroll
       for (int j = 0; j < N; j++) acc[j] += to_compute(v.v[j]);
     }
   }
-  // the block's 8 row lanes, added in lane order by lane 0
+  // the block's ROWS row lanes, added in lane order by row lane 0
   const auto block_rows = [&]() {
 #pragma unroll
     for (int j = 0; j < N; j++) sm[ty][tx][j] = acc[j];
     __syncthreads();
     if (ty == 0)
-      for (int k = 1; k < kColRows; k++)
+      for (int k = 1; k < ROWS; k++)
 #pragma unroll
         for (int j = 0; j < N; j++) acc[j] += sm[k][tx][j];
   };
@@ -352,16 +352,16 @@ __global__ void __launch_bounds__(kColPacks *kColRows) sum_cols_onepass_kernel(T
   if (live) {  // the spans' partials of this pack, four rows of 16-byte loads in flight
     const Acc *part = partial + p * N;
     int64_t sp = ty;
-    for (; sp + 3 * kColRows < gridDim.y; sp += 4 * kColRows) {
+    for (; sp + 3 * ROWS < gridDim.y; sp += 4 * ROWS) {
       Acc v[4][N];
 #pragma unroll
-      for (int u = 0; u < 4; u++) load_acc_cg<Acc, N>(v[u], part + (sp + u * kColRows) * inner);
+      for (int u = 0; u < 4; u++) load_acc_cg<Acc, N>(v[u], part + (sp + u * ROWS) * inner);
 #pragma unroll
       for (int u = 0; u < 4; u++)
 #pragma unroll
         for (int j = 0; j < N; j++) acc[j] += v[u][j];
     }
-    for (; sp < gridDim.y; sp += kColRows) {
+    for (; sp < gridDim.y; sp += ROWS) {
       Acc v[N];
       load_acc_cg<Acc, N>(v, part + sp * inner);
 #pragma unroll
@@ -423,12 +423,21 @@ void reduce_rows(const char *op, TOut *out, const Src &src, int64_t rows, int64_
   launch_rows_single(op, out, psrc, rows, chunks, scale, beta);
 }
 
+// Packs of columns a block of sum_cols_onepass takes: 8 (128-byte row segments) up to 128 packs,
+// so narrow matrices still get several column tiles to finish in parallel, else 32. In a
+// char-GPT large step (H200) the 12 sums took 83.1 us with 8 against 92.4 us with 32.
+template <class T>
+int cols_onepass_packs(int64_t inner) {
+  return inner / Pack<T>::N <= 128 ? 8 : 32;
+}
+
 // Whether sum_cols_onepass takes x (reduce, inner): rows of whole 16-byte packs, 16-byte
 // aligned, at most kColTiles tiles of columns, enough rows to split.
 template <class T>
 bool cols_onepass_fits(const T *x, int64_t reduce, int64_t inner) {
   constexpr int N = Pack<T>::N;
-  return is_aligned16(x) && inner % N == 0 && inner / N <= (int64_t)kColTiles * kColPacks && reduce >= 64;
+  return is_aligned16(x) && inner % N == 0 && inner / N <= (int64_t)kColTiles * cols_onepass_packs<T>(inner) &&
+         reduce >= 64;
 }
 
 // A wave of blocks: the column tiles times spans of rows (at least 64 rows a span).
@@ -438,19 +447,25 @@ void sum_cols_onepass(const char *op, T *out, const T *x, int64_t reduce, int64_
   using Acc = Compute<T>;
   constexpr int N = Pack<T>::N;
   Context &c = context();
-  const int64_t tiles = (inner / N + kColPacks - 1) / kColPacks;
+  const int packs = cols_onepass_packs<T>(inner);
+  const int64_t tiles = (inner / N + packs - 1) / packs;
   const int64_t target = (int64_t)c.sm_count * 4;  // blocks of 256 threads, 4 an SM
   int64_t spans = std::max<int64_t>(1, std::min<int64_t>((target + tiles - 1) / tiles, reduce / 64));
   spans = std::min<int64_t>(spans, 65535);
   const int64_t span = (reduce + spans - 1) / spans;
   spans = (reduce + span - 1) / span;
-  const dim3 grid((unsigned)tiles, (unsigned)spans), block(kColPacks, kColRows);
-  if (spans == 1) {
-    sum_cols_onepass_kernel<T><<<grid, block, 0, c.stream>>>(out, nullptr, x, reduce, inner, span, scale, beta);
+  const dim3 grid((unsigned)tiles, (unsigned)spans), block((unsigned)packs, (unsigned)(kColThreads / packs));
+  const auto launch = [&](Acc *part) {
+    if (packs == 8)
+      sum_cols_onepass_kernel<T, 8><<<grid, block, 0, c.stream>>>(out, part, x, reduce, inner, span, scale, beta);
+    else
+      sum_cols_onepass_kernel<T, 32><<<grid, block, 0, c.stream>>>(out, part, x, reduce, inner, span, scale, beta);
+  };
+  if (spans == 1) {  // one span: no partials, so no pool call beside the launch
+    launch(nullptr);
   } else {
     PoolBuffer partial(spans * inner * (int64_t)sizeof(Acc));
-    sum_cols_onepass_kernel<T><<<grid, block, 0, c.stream>>>(out, partial.as<Acc>(), x, reduce, inner, span, scale,
-                                                             beta);
+    launch(partial.as<Acc>());
   }
   MT_CUDA_CHECK_LAUNCH(op);
 }
