@@ -18,6 +18,7 @@
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
+//   quad_max / quad_sum                     over the 4 lanes of an mma C fragment's row
 //   grid_sum_finish                         a grid's sum finished by its last block (a ticket)
 //   dispatch_float / dispatch_any           DType -> C++ type for a generic lambda
 //
@@ -435,6 +436,17 @@ __device__ __forceinline__ A warp_sum(A v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
   return v;  // valid in lane 0
+}
+
+// Max and sum over the 4 lanes of a quad (lanes 4g .. 4g + 3, one row of an mma.sync C
+// fragment), the result in each of them.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // Sum over the block; the result is valid in thread 0. Fixed tree order, so the same

@@ -315,6 +315,18 @@ struct BwdArgs {
   int causal;
 };
 
+// lse (times log2 e) and delta of queries [i0, i0 + n) into lse_s and delta_s (+inf and 0 past
+// tq); called by every thread of a block of THREADS.
+template <int THREADS>
+__device__ __forceinline__ void stage_lse_delta(float *lse_s, float *delta_s, const BwdArgs &a, int bh, int i0,
+                                                int n) {
+  for (int r = threadIdx.x; r < n; r += THREADS) {
+    const bool in = i0 + r < a.tq;
+    lse_s[r] = in ? a.lse[(int64_t)bh * a.tq + i0 + r] * kLog2e : INFINITY;
+    delta_s[r] = in ? a.delta[(int64_t)bh * a.tq + i0 + r] : 0.f;
+  }
+}
+
 // dq of one query row per kSub threads, keys split between them; writes delta.
 template <int D>
 __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(BwdArgs a) {
@@ -404,11 +416,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(BwdArgs a) {
     __syncthreads();
     load_tile<D>(qs, qp, a.q.row, i0, a.tq, 1.f);
     load_tile<D>(gs, gp, a.dout.row, i0, a.tq, 1.f);
-    for (int r = threadIdx.x; r < kTile; r += kThreads) {
-      const bool in = i0 + r < a.tq;
-      lse_s[r] = in ? a.lse[(int64_t)bh * a.tq + i0 + r] * kLog2e : INFINITY;
-      delta_s[r] = in ? a.delta[(int64_t)bh * a.tq + i0 + r] : 0.f;
-    }
+    stage_lse_delta<kThreads>(lse_s, delta_s, a, bh, i0, kTile);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kTile / kSub; c0 += kChunk) {
@@ -576,15 +584,6 @@ __device__ __forceinline__ void store_own(float *dst, int64_t row, int r0, int n
       *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g + 8) * row + c) =
           make_float2(acc[nn][2] * mul1, acc[nn][3] * mul1);
   }
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 template <int D>
@@ -756,11 +755,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dkv_tc_kernel(BwdArgs a) 
     __syncthreads();
     stage_split<D>(qs, qp, a.q.row, i0, a.tq, 1.f);
     stage_split<D>(gs, gp, a.dout.row, i0, a.tq, 1.f);
-    for (int r = threadIdx.x; r < kTcRows; r += kTcThreads) {
-      const bool in = i0 + r < a.tq;
-      lse_s[r] = in ? a.lse[(int64_t)bh * a.tq + i0 + r] * kLog2e : INFINITY;
-      delta_s[r] = in ? a.delta[(int64_t)bh * a.tq + i0 + r] : 0.f;
-    }
+    stage_lse_delta<kTcThreads>(lse_s, delta_s, a, bh, i0, kTcRows);
     __syncthreads();
     if (j0 >= a.tk) continue;  // a warp past the last key: it only helps stage
 #pragma unroll 1

@@ -19,7 +19,7 @@
 // conflicts (rows are 128 or 256 bytes, a multiple of the 32 banks).
 //
 // defines: PolicyV1/V2/V3, tile_off, mma_16816, load_a, load_b2, load_b2_trans,
-//          pack2, load_tile, warp_quad_max/sum
+//          pack2, load_tile (quad_max, quad_sum: kernel_utils.cuh)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backend/cuda/kernel_utils.cuh"  // cp_async16, cp_async_commit, cp_async_wait
+#include "backend/cuda/kernel_utils.cuh"  // cp_async16, cp_async_commit, cp_async_wait, quad_max, quad_sum
 
 namespace mt {
 namespace cuda {
@@ -191,16 +191,6 @@ __device__ __forceinline__ void load_tile(uint16_t *s, const uint16_t *g, int r0
       *reinterpret_cast<int4 *>(dst) = v;
     }
   }
-}
-
-// ---- reductions over the 4 threads of a row group (one row of a C fragment) -----------------
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // Stores two floats as two 16-bit values of T at p (4-byte aligned).
