@@ -539,6 +539,21 @@ __device__ __forceinline__ void mma_cols(float (&c)[4], const FragA &a, const Sp
   mma_tf32(c, a.hi, h0, h1);
 }
 
+// The backward's two score tiles of a chunk (columns c0 .. c0 + 32 of the other side's tile):
+// s += a (rows of ta)^T and dp += b (rows of tb)^T.
+template <int D>
+__device__ __forceinline__ void score_pair(float (&s)[4][4], const FragA (&a)[D / 8], const SplitTile<D> &ta,
+                                           float (&dp)[4][4], const FragA (&b)[D / 8], const SplitTile<D> &tb,
+                                           int c0) {
+#pragma unroll
+  for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+    for (int kk = 0; kk < D / 8; kk++) {
+      mma_rows<D>(s[nt], a[kk], ta, c0 + 8 * nt, 8 * kk);
+      mma_rows<D>(dp[nt], b[kk], tb, c0 + 8 * nt, 8 * kk);
+    }
+}
+
 // Rows [r0, r0 + 64) of src (row stride `row`; rows >= n as 0), times mul, split into dst.
 template <int D>
 __device__ __forceinline__ void stage_split(SplitTile<D> &dst, const float *src, int64_t row, int r0, int n,
@@ -705,13 +720,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
 #pragma unroll 1
     for (int c0 = 0; c0 < kTcRows && k0 + c0 < wend; c0 += kTcCols) {
       float s[4][4] = {}, dp[4][4] = {}, part[D / 8][4] = {};
-#pragma unroll
-      for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-        for (int kk = 0; kk < D / 8; kk++) {
-          mma_rows<D>(s[nt], qf[kk], ks, c0 + 8 * nt, 8 * kk);
-          mma_rows<D>(dp[nt], gf[kk], vs, c0 + 8 * nt, 8 * kk);
-        }
+      score_pair<D>(s, qf, ks, dp, gf, vs, c0);
 #pragma unroll
       for (int nt = 0; nt < 4; nt++) {
         const int key = k0 + c0 + 8 * nt + 2 * t;
@@ -762,13 +771,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dkv_tc_kernel(BwdArgs a) 
     for (int c0 = 0; c0 < kTcRows && i0 + c0 < a.tq; c0 += kTcCols) {
       if (i0 + c0 + kTcCols - 1 < wbeg) continue;  // no query of the chunk sees the warp's keys
       float s[4][4] = {}, dp[4][4] = {}, kpart[D / 8][4] = {}, vpart[D / 8][4] = {};
-#pragma unroll
-      for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-        for (int kk = 0; kk < D / 8; kk++) {
-          mma_rows<D>(s[nt], kf[kk], qs, c0 + 8 * nt, 8 * kk);
-          mma_rows<D>(dp[nt], vf[kk], gs, c0 + 8 * nt, 8 * kk);
-        }
+      score_pair<D>(s, kf, qs, dp, vf, gs, c0);
 #pragma unroll
       for (int nt = 0; nt < 4; nt++) {
         const int r = c0 + 8 * nt + 2 * t, i = i0 + r;  // the queries of columns 2t and 2t + 1
