@@ -63,22 +63,31 @@ __device__ __forceinline__ int64_t head_offset(int64_t batch, int64_t head, int 
   return (int64_t)(bh / heads) * batch + (int64_t)(bh % heads) * head;
 }
 
+// f(r, c, x) for each float4 x (columns c .. c + 3 of row r0 + r) of rows [r0, r0 + ROWS) of src
+// (row stride `row`; rows >= n read as 0), the block's THREADS threads taking them in turn.
+template <int D, int ROWS, int THREADS, class F>
+__device__ __forceinline__ void for_tile(const float *src, int64_t row, int r0, int n, F &&f) {
+  constexpr int kVec = D / 4;
+  for (int e = threadIdx.x; e < ROWS * kVec; e += THREADS) {
+    const int r = e / kVec, c = (e % kVec) * 4;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
+    f(r, c, x);
+  }
+}
+
 // rows [r0, r0 + kTile) of src (row stride `row`, rows >= n read as 0) into dst[kTile][D + kPad],
 // each value times mul.
 template <int D>
 __device__ __forceinline__ void load_tile(float (*dst)[D + kPad], const float *src, int64_t row, int r0, int n,
                                           float mul) {
-  constexpr int kVec = D / 4;
-  for (int e = threadIdx.x; e < kTile * kVec; e += kThreads) {
-    const int r = e / kVec, c = (e % kVec) * 4;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
+  for_tile<D, kTile, kThreads>(src, row, r0, n, [&](int r, int c, float4 x) {
     x.x *= mul;
     x.y *= mul;
     x.z *= mul;
     x.w *= mul;
     *reinterpret_cast<float4 *>(&dst[r][c]) = x;
-  }
+  });
 }
 
 template <int D>
@@ -558,16 +567,22 @@ __device__ __forceinline__ void score_pair(float (&s)[4][4], const FragA (&a)[D 
 template <int D>
 __device__ __forceinline__ void stage_split(SplitTile<D> &dst, const float *src, int64_t row, int r0, int n,
                                             float mul) {
-  constexpr int kVec = D / 4;
-  for (int e = threadIdx.x; e < kTcRows * kVec; e += kTcThreads) {
-    const int r = e / kVec, c = (e % kVec) * 4;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
+  for_tile<D, kTcRows, kTcThreads>(src, row, r0, n, [&](int r, int c, float4 x) {
     const Tf32 a = split_tf32(x.x * mul), b = split_tf32(x.y * mul), cc = split_tf32(x.z * mul),
                d = split_tf32(x.w * mul);
     *reinterpret_cast<uint4 *>(&dst.hi[r][c]) = make_uint4(a.hi, b.hi, cc.hi, d.hi);
     *reinterpret_cast<uint4 *>(&dst.lo[r][c]) = make_uint4(a.lo, b.lo, cc.lo, d.lo);
-  }
+  });
+}
+
+// Rows [k0, k0 + 64) of k and v (zero past kend) split into ks and vs, between two barriers.
+template <int D>
+__device__ __forceinline__ void stage_kv_split(SplitTile<D> &ks, SplitTile<D> &vs, const float *kp, int64_t krow,
+                                               const float *vp, int64_t vrow, int k0, int kend) {
+  __syncthreads();
+  stage_split<D>(ks, kp, krow, k0, kend, 1.f);
+  stage_split<D>(vs, vp, vrow, k0, kend, 1.f);
+  __syncthreads();
 }
 
 // The warp's 16 rows [r0, r0 + 16) of src (rows >= n as 0), times mul, as D / 8 A operands.
@@ -619,10 +634,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
   float o[D / 8][4] = {}, m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
 
   for (int k0 = 0; k0 < kend; k0 += kTcRows) {
-    __syncthreads();
-    stage_split<D>(ks, kp, a.k.row, k0, kend, 1.f);
-    stage_split<D>(vs, vp, a.v.row, k0, kend, 1.f);
-    __syncthreads();
+    stage_kv_split<D>(ks, vs, kp, a.k.row, vp, a.v.row, k0, kend);
 #pragma unroll 1
     for (int c0 = 0; c0 < kTcRows && k0 + c0 < wend; c0 += kTcCols) {
       float s[4][4] = {};
@@ -713,10 +725,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
   float dq[D / 8][4] = {};
 
   for (int k0 = 0; k0 < kend; k0 += kTcRows) {
-    __syncthreads();
-    stage_split<D>(ks, kp, a.k.row, k0, kend, 1.f);
-    stage_split<D>(vs, vp, a.v.row, k0, kend, 1.f);
-    __syncthreads();
+    stage_kv_split<D>(ks, vs, kp, a.k.row, vp, a.v.row, k0, kend);
 #pragma unroll 1
     for (int c0 = 0; c0 < kTcRows && k0 + c0 < wend; c0 += kTcCols) {
       float s[4][4] = {}, dp[4][4] = {}, part[D / 8][4] = {};
