@@ -8,9 +8,9 @@
 // as cudnnFind*Algorithm measures it (it runs each candidate on scratch buffers of its own and
 // synchronizes the device). A plan first made while the stream is being recorded into a graph,
 // where nothing may synchronize, takes the algorithm that cudnnGet*_v7's heuristics rank first
-// instead (they run no kernels). The heuristics' first
-// choice can be far from the fastest at small shapes: the roadmap CNN's conv2 (64x8x14x14, 16
-// 3x3 filters) forward ran 77 us on it on an H200, where PyTorch's cuDNN call takes 22.5 us.
+// instead (they run no kernels). The heuristics' first choice can be far from the fastest at
+// small shapes: the roadmap CNN's conv2 (64x8x14x14, 16 3x3 filters) forward ran 77 us on it
+// on an H200, where PyTorch's cuDNN call takes 22.5 us.
 // A measured choice can differ between processes where two algorithms time alike, and with it
 // the low bits of the results. Plans live for the process. Workspaces come from the context's
 // pool.

@@ -22,18 +22,17 @@
 //   outer == 1, inner == 1 in f32/f64 (a sum over everything): CUB's DeviceReduce::Sum
 //     into a pool temporary, then one thread applies scale and beta. CUB picks its own
 //     tiling per architecture; its result is the same on every run of a given size.
-//   outer == 1, inner > 1 in rows of 16-byte packs (a bias gradient: the columns of a
-//     [tokens, features] gradient): one launch, sum_cols_onepass_kernel: blocks of 8 or 32
-//     packs by spans of rows, 16-byte loads, the spans' partial rows added by each column
-//     tile's last block (a ticket). In a char-GPT large step (H200) its 12 launches took 83 us
-//     (the head's 65 columns, 5 us, still take the kernel below), where the two-pass kernel
-//     took 118 us in 25 launches.
+//   outer == 1, inner > 1 in 16-byte aligned rows of whole 16-byte packs, at least 64 rows (a
+//     bias gradient: the columns of a [tokens, features] gradient): one launch,
+//     sum_cols_onepass_kernel: blocks of 8 or 32 packs by spans of rows, 16-byte loads, the
+//     spans' partial rows added by each column tile's last block (a ticket). In a char-GPT
+//     large step (H200) its 12 launches took 83 us (the head's 65 columns, 5 us, still take
+//     the kernel below), where the two-pass kernel took 118 us in 25 launches.
 //   inner > 1 (columns), otherwise: threads along inner (coalesced), a block of 256 = bx * by
 //     threads splits `reduce` among its by rows and sums them in shared memory; when
 //     (inner, outer) alone cannot fill the GPU, `reduce` is also split over grid.z into
 //     a (outer, splits, inner) temporary and reduced again by the same kernel.
 #include <cub/device/device_reduce.cuh>
-
 
 #include "minitorch.h"  // MT_API
 #include "backend/cuda/context.h"
