@@ -25,7 +25,10 @@
 // forward (product and bias) and its weight and bias gradients each become one node instead
 // of two.
 //
-// Larger float32 single products with a bias go to cuBLASLt with the bias as the GEMM's
+// Float32 products without TF32 of at least 2M multiply-adds, on operands 16-byte copies can
+// read, run gemm_f32.cu's 3xTF32 tensor-core kernel (float32 accuracy, bias in its epilogue).
+//
+// Other larger float32 single products with a bias go to cuBLASLt with the bias as the GEMM's
 // epilogue (CUBLASLT_EPILOGUE_BIAS: the bias runs along the rows of the column-major (n, m)
 // result), so a linear layer's bias costs no pass over its output. Where cuBLASLt offers no
 // algorithm (cached per shape, types and alignment), or with MT_CUDA_NO_LT_EPILOGUE set, the
@@ -40,6 +43,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/context.h"
+#include "backend/cuda/gemm_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
 
@@ -282,6 +286,8 @@ bool launch_matmul(const MatmulArgs &g) {
     launch_tiny(c, g);
     return true;
   }
+
+  if (launch_gemm_f32(g)) return g.a_sums == nullptr;  // the bias done, unless a_sums leaves both to matmul_extras
 
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -34,6 +34,7 @@
 #include "backend/cuda/attention/attention_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/tf32x3.cuh"
 
 namespace mt {
 namespace cuda {
@@ -458,10 +459,8 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(BwdArgs a) {
 // ---- tensor-core kernels (3xTF32) ----------------------------------------------------
 //
 // The same three kernels on mma.sync m16n8k8 TF32 tensor cores, with float32 accuracy by the
-// 3xTF32 split that PyTorch's memory-efficient attention also uses in float32 (CUTLASS's
-// OpMultiplyAddFastF32): x = hi + lo with hi = x rounded to TF32 and lo = (x - hi) rounded to
-// TF32, and a * b = a.lo * b.hi + a.hi * b.lo + a.hi * b.hi (a.lo * b.lo, about 2^-22 of the
-// product, is dropped), accumulated in float32.
+// 3xTF32 split that PyTorch's memory-efficient attention also uses in float32 (tf32x3.cuh),
+// accumulated in float32.
 //
 // A block is 4 warps; each warp owns 16 rows (queries in the forward and dq kernels, keys in
 // the dk/dv kernel), 64 a block, as A operands in registers, split once. The other side comes in
@@ -480,19 +479,6 @@ constexpr int kTcRows = 64;      // owned rows a block (16 a warp), and rows a s
 // the output drifted by up to 8e-6 of its norm (tests/gpu/test_attention_f32.py).
 constexpr int kTcCols = 32;
 
-struct Tf32 {
-  uint32_t hi, lo;
-};
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ Tf32 split_tf32(float x) {
-  const uint32_t hi = to_tf32(x);
-  return {hi, to_tf32(x - __uint_as_float(hi))};
-}
-
 // An m16n8k8 A operand in both halves: a[0] (row g, col t), a[1] (g + 8, t), a[2] (g, t + 4),
 // a[3] (g + 8, t + 4).
 struct FragA {
@@ -510,13 +496,6 @@ __device__ __forceinline__ FragA frag_of_c(const float (&c)[4]) {
   return f;
 }
 
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // A shared tile of 64 rows split into hi and lo words; the padding of 4 words makes both ways of
 // reading B operands below free of bank conflicts for D = 16 and 32.
 template <int D>
@@ -531,9 +510,7 @@ __device__ __forceinline__ void mma_rows(float (&c)[4], const FragA &a, const Sp
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const uint32_t h0 = s.hi[r0 + g][d0 + t], h1 = s.hi[r0 + g][d0 + t + 4];
   const uint32_t l0 = s.lo[r0 + g][d0 + t], l1 = s.lo[r0 + g][d0 + t + 4];
-  mma_tf32(c, a.lo, h0, h1);
-  mma_tf32(c, a.hi, l0, l1);
-  mma_tf32(c, a.hi, h0, h1);
+  mma_tf32x3(c, a.hi, a.lo, h0, h1, l0, l1);
 }
 
 // c += a * B, B (k x n) = rows r0 + 2t and r0 + 2t + 1 of the tile (as k, matching frag_of_c),
@@ -543,9 +520,7 @@ __device__ __forceinline__ void mma_cols(float (&c)[4], const FragA &a, const Sp
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const uint32_t h0 = s.hi[r0 + 2 * t][d0 + g], h1 = s.hi[r0 + 2 * t + 1][d0 + g];
   const uint32_t l0 = s.lo[r0 + 2 * t][d0 + g], l1 = s.lo[r0 + 2 * t + 1][d0 + g];
-  mma_tf32(c, a.lo, h0, h1);
-  mma_tf32(c, a.hi, l0, l1);
-  mma_tf32(c, a.hi, h0, h1);
+  mma_tf32x3(c, a.hi, a.lo, h0, h1, l0, l1);
 }
 
 // The backward's two score tiles of a chunk (columns c0 .. c0 + 32 of the other side's tile):

@@ -1,0 +1,360 @@
+// gemm_f32.cu - float32 GEMM on TF32 tensor cores with float32 accuracy (3xTF32, tf32x3.cuh).
+//
+//   C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias[j] on every row)   row-major,
+//   op(A) (m, k), op(B) (k, n), C (m, n) with leading dimension n, as matmul.cu's MatmulArgs.
+//
+// cuBLAS has no float32-accurate tensor-core GEMM on Hopper: CUBLAS_COMPUTE_32F runs on the FMA
+// units (about 51 TFLOP/s on an H100, and a char-GPT's skinny products, k or n = 128, get 25-30),
+// and CUBLAS_COMPUTE_32F_FAST_TF32 rounds the inputs to TF32 (10-bit mantissa). Three TF32
+// products per split pair keep float32 accuracy (each product's error about 2^-22 relative, as
+// the FMA units' rounding), at a third of the tensor cores' TF32 rate, which is still above the
+// FMA units' float32 rate.
+//
+// The kernel: a block computes a 64 x 128 tile of C with 8 warps (2 x 4, each 32 x 32: 2 m16 x 4
+// n8 mma tiles), over k in steps of 32 staged through shared memory by cp.async, 3 stages deep.
+// Each operand's tile keeps its global layout in shared memory (no transposes: 16-byte copies
+// for each of the products a linear layer and its gradients make, A B, A B^T, A^T B), padded so
+// every fragment read is free of bank conflicts:
+//   A (m, k) row-major: As[m][32 + 4]      A stored (k, m) (trans_a): As[k][64 + 8]
+//   B stored (k, n):    Bs[k][128 + 8]     B stored (n, k) (trans_b): Bs[n][32 + 4]
+// Fragments are split into hi and lo when read (per warp, by split_tf32_fast; shared memory holds
+// float32). Every
+// 32-step of k is accumulated into a fresh accumulator and added to the running sum in float32
+// (the tensor cores' accumulation truncates; see tf32x3.cuh).
+//
+// Split-K: where the output has fewer tiles than the GPU has SMs and k is long (a weight
+// gradient dW = dY^T X, k = the batch's rows), blockIdx.z also splits k; each split writes its
+// partial tile to the cuBLAS workspace and a second kernel sums the splits in order (so the
+// result is deterministic) and adds the bias.
+//
+// Used for float32 products (TF32 not allowed, beta 0, not both operands transposed) whose
+// leading dimensions, batch strides and pointers allow 16-byte copies, with at least kMinMacs
+// multiply-adds: see
+// applies(). MT_CUDA_GEMM_CUBLAS in the environment, or mt_study_gemm_f32(1), sends every
+// product to cuBLAS instead (for comparisons).
+#include <atomic>
+#include <cstdlib>
+
+#include "minitorch.h"  // MT_API (the study hook)
+#include "backend/cuda/context.h"
+#include "backend/cuda/gemm_f32.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/ops.h"
+#include "backend/cuda/study.cuh"
+#include "backend/cuda/tf32x3.cuh"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kBK = 32, kStages = 3;
+constexpr int kPadK = kBK + 4;  // rows of k-contiguous tiles (As[m][..], Bs[n][..])
+constexpr int64_t kMinMacs = 1ll << 21;  // below this cuBLAS (or the tiny kernel) is as fast
+
+// A block's tile of C, BM x BN, with a warp for every 32 x 32 of it (2 m16 x 4 n8 mma tiles).
+template <int BM_, int BN_>
+struct Tile {
+  static constexpr int BM = BM_, BN = BN_;
+  static constexpr int WARPS_N = BN / 32, THREADS = 32 * (BM / 32) * WARPS_N;
+  static constexpr int PAD_M = BM + 8;  // rows of m-contiguous A tiles (As[k][..])
+  static constexpr int PAD_N = BN + 8;  // rows of n-contiguous B tiles (Bs[k][..])
+  static constexpr int A_SIZE = BM * kPadK > kBK * PAD_M ? BM * kPadK : kBK * PAD_M;
+  static constexpr int B_SIZE = BN * kPadK > kBK * PAD_N ? BN * kPadK : kBK * PAD_N;
+  static constexpr int STAGE = A_SIZE + B_SIZE;  // floats
+  static constexpr size_t SMEM = (size_t)kStages * STAGE * sizeof(float);
+  static constexpr int MIN_BLOCKS = 512 / THREADS;  // 128 registers a thread
+  static_assert(BM * kBK / 4 % THREADS == 0 && BN * kBK / 4 % THREADS == 0, "whole copies a thread");
+};
+
+struct GemmParams {
+  const float *a, *b, *bias;
+  float *c, *work;  // work: the splits' partial tiles [splits][m][n] (splits > 1)
+  int m, n, k, lda, ldb;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha;
+  int splits, k_chunk;  // k range of split s: [s * k_chunk, min(k, (s + 1) * k_chunk))
+};
+
+// Issues the cp.async copies of one k-tile [k0, k0 + kBK) (zero past kend and past m, n).
+template <class S, bool TA, bool TB>
+__device__ __forceinline__ void load_tile(float *as, float *bs, const GemmParams &p, const float *a, const float *b,
+                                          int m0, int n0, int k0, int kend) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < S::BM * kBK / 4 / S::THREADS; i++) {
+    const int idx = tid + i * S::THREADS;
+    if (!TA) {  // A (m, k): kBK / 4 float4 a row
+      const int r = idx / (kBK / 4), c = idx % (kBK / 4) * 4;
+      const bool ok = m0 + r < p.m && k0 + c < kend;
+      cp_async16(&as[r * kPadK + c], ok ? a + (int64_t)(m0 + r) * p.lda + k0 + c : a, ok);
+    } else {  // A stored (k, m): BM / 4 float4 a row
+      const int r = idx / (S::BM / 4), c = idx % (S::BM / 4) * 4;
+      const bool ok = k0 + r < kend && m0 + c < p.m;
+      cp_async16(&as[r * S::PAD_M + c], ok ? a + (int64_t)(k0 + r) * p.lda + m0 + c : a, ok);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < S::BN * kBK / 4 / S::THREADS; i++) {
+    const int idx = tid + i * S::THREADS;
+    if (!TB) {  // B stored (k, n): BN / 4 float4 a row
+      const int r = idx / (S::BN / 4), c = idx % (S::BN / 4) * 4;
+      const bool ok = k0 + r < kend && n0 + c < p.n;
+      cp_async16(&bs[r * S::PAD_N + c], ok ? b + (int64_t)(k0 + r) * p.ldb + n0 + c : b, ok);
+    } else {  // B stored (n, k): kBK / 4 float4 a row
+      const int r = idx / (kBK / 4), c = idx % (kBK / 4) * 4;
+      const bool ok = n0 + r < p.n && k0 + c < kend;
+      cp_async16(&bs[r * kPadK + c], ok ? b + (int64_t)(n0 + r) * p.ldb + k0 + c : b, ok);
+    }
+  }
+}
+
+// op(A)[r][c] and op(B)[r][c] of a staged tile.
+template <class S, bool TA>
+__device__ __forceinline__ float a_at(const float *as, int r, int c) {
+  return TA ? as[c * S::PAD_M + r] : as[r * kPadK + c];
+}
+template <class S, bool TB>
+__device__ __forceinline__ float b_at(const float *bs, int r, int c) {
+  return TB ? bs[c * kPadK + r] : bs[r * S::PAD_N + c];
+}
+
+template <class S, bool TA, bool TB>
+__global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(const GemmParams p) {
+  extern __shared__ __align__(16) float smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = warp / S::WARPS_N * 32, wn = warp % S::WARPS_N * 32;
+  const int m0 = blockIdx.y * S::BM, n0 = blockIdx.x * S::BN;
+  const int split = (int)(blockIdx.z % (unsigned)p.splits);
+  const int64_t batch = blockIdx.z / (unsigned)p.splits;
+  const float *a = p.a + batch * p.stride_a, *b = p.b + batch * p.stride_b;
+  const int kbeg = split * p.k_chunk, kend = min(p.k, kbeg + p.k_chunk);
+  const int tiles = (kend - kbeg + kBK - 1) / kBK;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; s++) {
+    if (s < tiles) load_tile<S, TA, TB>(smem + s * S::STAGE, smem + s * S::STAGE + S::A_SIZE, p, a, b, m0, n0,
+                                        kbeg + s * kBK, kend);
+    cp_async_commit();
+  }
+
+  float acc[2][4][4] = {};
+  for (int kt = 0; kt < tiles; kt++) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile kt is in; every warp is done with the stage the next copies overwrite
+    const int next = kt + kStages - 1;
+    if (next < tiles) {
+      float *st = smem + (next % kStages) * S::STAGE;
+      load_tile<S, TA, TB>(st, st + S::A_SIZE, p, a, b, m0, n0, kbeg + next * kBK, kend);
+    }
+    cp_async_commit();
+    const float *as = smem + (kt % kStages) * S::STAGE, *bs = as + S::A_SIZE;
+    float part[2][4][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 8) {
+      uint32_t ah[2][4], al[2][4], bh[4][2], bl[4][2];
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const int r = wm + i * 16 + g;
+        const float x[4] = {a_at<S, TA>(as, r, kk + t), a_at<S, TA>(as, r + 8, kk + t),
+                            a_at<S, TA>(as, r, kk + t + 4), a_at<S, TA>(as, r + 8, kk + t + 4)};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const Tf32 s = split_tf32_fast(x[e]);
+          ah[i][e] = s.hi, al[i][e] = s.lo;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const int cn = wn + j * 8 + g;
+        const Tf32 s0 = split_tf32_fast(b_at<S, TB>(bs, kk + t, cn));
+        const Tf32 s1 = split_tf32_fast(b_at<S, TB>(bs, kk + t + 4, cn));
+        bh[j][0] = s0.hi, bh[j][1] = s1.hi, bl[j][0] = s0.lo, bl[j][1] = s1.lo;
+      }
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) mma_tf32x3(part[i][j], ah[i], al[i], bh[j][0], bh[j][1], bl[j][0], bl[j][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[i][j][e] += part[i][j][e];
+  }
+  cp_async_wait<0>();
+
+  // C fragment e of tile (i, j): row wm + 16i + g (+ 8 for e >= 2), column wn + 8j + 2t (+ 1 for odd e).
+  float *c = p.splits > 1 ? p.work + (int64_t)split * p.m * p.n : p.c + batch * p.stride_c;
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int row = m0 + wm + i * 16 + g + (e >> 1) * 8, col = n0 + wn + j * 8 + 2 * t + (e & 1);
+        if (row >= p.m || col >= p.n) continue;
+        float v = p.alpha * acc[i][j][e];
+        float *out = c + (int64_t)row * p.n + col;
+        if (p.splits == 1 && p.bias) v += p.bias[col];
+        *out = v;
+      }
+}
+
+// C[i] = sum over splits s (in order) of work[s][i], + bias[i % n].
+__global__ void __launch_bounds__(256) gemm_splits_sum_kernel(const GemmParams p) {
+  const int64_t mn = (int64_t)p.m * p.n;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
+    float v = 0.f;
+    for (int s = 0; s < p.splits; s++) v += p.work[s * mn + i];
+    if (p.bias) v += p.bias[i % p.n];
+    p.c[i] = v;
+  }
+}
+
+bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
+
+// The kernels selected by mt_study_gemm_f32: 0 production (this file's kernel where
+// applies(), its tile by pick_tile), 1 cuBLAS for every product, 3 + i the kernel with tile i of
+// kTiles where it applies. MT_CUDA_GEMM_CUBLAS set in the environment starts the process on 1.
+std::atomic<int> g_gemm_variant{std::getenv("MT_CUDA_GEMM_CUBLAS") != nullptr ? 1 : 0};
+std::atomic<int64_t> g_gemm_runs{0};  // products launched here (mt_study_gemm_f32(2) reads it)
+
+using Tile0 = Tile<64, 128>;
+using Tile1 = Tile<64, 64>;
+using Tile2 = Tile<128, 64>;
+using Tile3 = Tile<32, 128>;
+using Tile4 = Tile<128, 128>;
+constexpr int kTiles = 5;
+
+bool applies(const MatmulArgs &g) {
+  if (g_gemm_variant.load(std::memory_order_relaxed) == 1) return false;
+  if (g.dtype != DType::F32 || g.allow_tf32 || g.beta != 0.0 || (g.trans_a && g.trans_b)) return false;
+  if (g.m * g.n * g.k * g.batch < kMinMacs) return false;
+  if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || g.batch > 65535) return false;
+  const int64_t lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
+  // Every 16-byte copy lies inside one row of an operand: rows of whole float4s, 16-byte aligned.
+  return lda % 4 == 0 && ldb % 4 == 0 && g.stride_a % 4 == 0 && g.stride_b % 4 == 0 && aligned16(g.a) &&
+         aligned16(g.b);
+}
+
+// The tile: 64 x 64 (4 warps, up to 4 blocks an SM) unless the output has more than 2^23
+// elements, where 64 x 128 (8 warps, 2 blocks an SM) is 10% faster (4096^3: 2434 against 2707 us
+// on an H200). At char-GPT's products (outputs of 2^20 to 2^22, k 128 to 8192) 64 x 64 took 307 us
+// where 64 x 128 took 360, 128 x 64 365, 32 x 128 328 and 128 x 128 450 (scripts/bench/gemm_study.py).
+int pick_tile(const MatmulArgs &g) {
+  const int v = g_gemm_variant.load(std::memory_order_relaxed);
+  if (v >= 3) return v - 3;
+  return g.m * g.n * g.batch > (1ll << 23) ? 0 : 1;
+}
+
+// Launches the product with tile S (and the split-K sum); false (nothing launched) if the runtime
+// refuses the kernel its shared memory.
+template <class S>
+bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
+  const int64_t tiles_m = (g.m + S::BM - 1) / S::BM, tiles_n = (g.n + S::BN - 1) / S::BN;
+  const int64_t tiles = tiles_m * tiles_n * g.batch;
+  // Split k where the tiles leave SMs idle, in chunks of at least 8 k-tiles, while the partial
+  // tiles fit the workspace.
+  int64_t splits = 1;
+  if (g.batch == 1 && tiles < c.sm_count) {
+    splits = std::min<int64_t>((2 * c.sm_count + tiles - 1) / tiles, g.k / (8 * kBK));
+    splits = std::min<int64_t>(splits, Context::kCublasWorkspaceBytes / (int64_t)sizeof(float) / (g.m * g.n));
+    splits = std::max<int64_t>(splits, 1);
+  }
+  const int64_t chunk = ((g.k + splits - 1) / splits + kBK - 1) / kBK * kBK;
+  p.k_chunk = (int)chunk;
+  p.splits = (int)((g.k + chunk - 1) / chunk);
+  const dim3 grid((unsigned)tiles_n, (unsigned)tiles_m, (unsigned)(g.batch * p.splits));
+  auto go = [&](auto kernel) {
+    if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;
+    decltype(kernel)::value<<<grid, S::THREADS, S::SMEM, c.stream>>>(p);
+    return true;
+  };
+  const bool launched = g.trans_a   ? go(std::integral_constant<decltype(&gemm_f32_kernel<S, true, false>),
+                                                               &gemm_f32_kernel<S, true, false>>())
+                        : g.trans_b ? go(std::integral_constant<decltype(&gemm_f32_kernel<S, false, true>),
+                                                               &gemm_f32_kernel<S, false, true>>())
+                                    : go(std::integral_constant<decltype(&gemm_f32_kernel<S, false, false>),
+                                                               &gemm_f32_kernel<S, false, false>>());
+  if (!launched) return false;
+  MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32)");
+  if (p.splits > 1) {
+    gemm_splits_sum_kernel<<<grid_of(std::min<int64_t>((g.m * g.n + 255) / 256, 4 * c.sm_count)), 256, 0,
+                             c.stream>>>(p);
+    MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32 split-K sum)");
+  }
+  return true;
+}
+
+}  // namespace
+
+bool launch_gemm_f32(const MatmulArgs &g) {
+  if (!applies(g)) return false;
+  Context &c = context();
+  GemmParams p;
+  p.a = static_cast<const float *>(g.a);
+  p.b = static_cast<const float *>(g.b);
+  p.bias = g.a_sums ? nullptr : static_cast<const float *>(g.bias);  // with a_sums matmul_extras adds both
+  p.c = static_cast<float *>(g.c);
+  p.work = static_cast<float *>(c.cublas_workspace());
+  p.m = (int)g.m, p.n = (int)g.n, p.k = (int)g.k;
+  p.lda = (int)(g.trans_a ? g.m : g.k), p.ldb = (int)(g.trans_b ? g.k : g.n);
+  p.stride_a = g.stride_a, p.stride_b = g.stride_b, p.stride_c = g.stride_c;
+  p.alpha = (float)g.alpha;
+  bool launched = false;
+  switch (pick_tile(g)) {
+    case 0: launched = launch_tile<Tile0>(c, g, p); break;
+    case 1: launched = launch_tile<Tile1>(c, g, p); break;
+    case 2: launched = launch_tile<Tile2>(c, g, p); break;
+    case 3: launched = launch_tile<Tile3>(c, g, p); break;
+    default: launched = launch_tile<Tile4>(c, g, p); break;
+  }
+  if (launched) g_gemm_runs.fetch_add(1, std::memory_order_relaxed);
+  return launched;
+}
+
+}  // namespace cuda
+}  // namespace mt
+
+// ---- the study hook ---------------------------------------------------------------------------
+//
+// mt_study_gemm_f32: an internal hook for scripts/bench and tests/gpu/test_gemm_f32.py, NOT part
+// of the public API (no stability promise; exported only because they drive it through ctypes).
+// It picks what every later float32 matmul without TF32 runs, until the next call:
+//   variant 0  production: the 3xTF32 tensor-core kernel where it applies, else cuBLAS
+//   variant 1  cuBLAS (CUBLAS_COMPUTE_32F) for every product
+//   variant 3 + i  the tensor-core kernel with tile i (kTiles of them) where it applies
+// and returns 0 (MT_OK); variant 2 changes nothing and returns how many products the tensor-core
+// kernel has run in this process (the tests' proof that it ran). MT_ERR_INVALID_ARGUMENT for
+// another variant. It leaves mt_last_error() alone. Not thread-safe against launches running
+// concurrently in other threads (they may see either selection).
+extern "C" MT_API int64_t mt_study_gemm_f32(int64_t variant) {
+  if (variant == 2) return mt::cuda::g_gemm_runs.load(std::memory_order_relaxed);
+  if (variant < 0 || variant >= 3 + mt::cuda::kTiles) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  mt::cuda::g_gemm_variant.store((int)variant, std::memory_order_relaxed);
+  return 0;
+}
+
+// mt_study_gemm_f32_run: c (m, n) = op(a) @ op(b) in float32 on device buffers (row-major, op
+// transposes where ta / tb), through matmul's dispatch under the selection of mt_study_gemm_f32,
+// on the library's stream (mt_study_stream), for scripts/bench/gemm_study.py to time the raw
+// products a training step makes. Internal as the hook above; 0 or an mt_status value, with
+// mt_last_error() naming the hook and the values on failure.
+extern "C" MT_API int mt_study_gemm_f32_run(float *c, const float *a, const float *b, int64_t m, int64_t n,
+                                            int64_t k, int ta, int tb) {
+  return mt::cuda::study_entry("mt_study_gemm_f32_run", [&] {
+    MT_CHECK(c && a && b, INVALID_ARGUMENT, "null buffer (c=%p, a=%p, b=%p)", (void *)c, (const void *)a,
+             (const void *)b);
+    MT_CHECK(m > 0 && n > 0 && k > 0, INVALID_ARGUMENT, "sizes must be positive (m=%lld, n=%lld, k=%lld)",
+             (long long)m, (long long)n, (long long)k);
+    mt::MatmulArgs g;
+    g.c = c, g.a = a, g.b = b;
+    g.m = m, g.n = n, g.k = k;
+    g.trans_a = ta != 0, g.trans_b = tb != 0;
+    g.stride_c = m * n;
+    mt::cuda::launch_matmul(g);
+  });
+}
