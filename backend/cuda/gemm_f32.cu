@@ -243,7 +243,8 @@ bool applies(const MatmulArgs &g) {
 // The tile: 64 x 64 (4 warps, up to 4 blocks an SM) unless the output has more than 2^23
 // elements, where 64 x 128 (8 warps, 2 blocks an SM) is 10% faster (4096^3: 2434 against 2707 us
 // on an H200). At char-GPT's products (outputs of 2^20 to 2^22, k 128 to 8192) 64 x 64 took 307 us
-// where 64 x 128 took 360, 128 x 64 365, 32 x 128 328 and 128 x 128 450 (scripts/bench/gemm_study.py).
+// where 64 x 128 took 360, 128 x 64 365, 32 x 128 328, 128 x 128 450 and (in another run) 32 x 64
+// 371 (scripts/bench/gemm_study.py).
 int pick_tile(const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;
