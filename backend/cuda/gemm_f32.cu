@@ -6,21 +6,21 @@
 // cuBLAS has no float32-accurate tensor-core GEMM on Hopper: CUBLAS_COMPUTE_32F runs on the FMA
 // units (about 51 TFLOP/s on an H100, and a char-GPT's skinny products, k or n = 128, get 25-30),
 // and CUBLAS_COMPUTE_32F_FAST_TF32 rounds the inputs to TF32 (10-bit mantissa). Three TF32
-// products per split pair keep float32 accuracy (each product's error about 2^-22 relative, as
-// the FMA units' rounding), at a third of the tensor cores' TF32 rate, which is still above the
-// FMA units' float32 rate.
+// products per split pair keep float32 accuracy (each product's error about 2^-21 of |a b| with
+// split_tf32_fast, against 2^-24 for an FMA; the sums' rounding dominates either way), at a third
+// of the tensor cores' TF32 rate, which is still above the FMA units' float32 rate.
 //
-// The kernel: a block computes a 64 x 128 tile of C with 8 warps (2 x 4, each 32 x 32: 2 m16 x 4
-// n8 mma tiles), over k in steps of 32 staged through shared memory by cp.async, 3 stages deep.
-// Each operand's tile keeps its global layout in shared memory (no transposes: 16-byte copies
-// for each of the products a linear layer and its gradients make, A B, A B^T, A^T B), padded so
-// every fragment read is free of bank conflicts:
-//   A (m, k) row-major: As[m][32 + 4]      A stored (k, m) (trans_a): As[k][64 + 8]
-//   B stored (k, n):    Bs[k][128 + 8]     B stored (n, k) (trans_b): Bs[n][32 + 4]
+// The kernel: a block computes a BM x BN tile of C (Tile: 64 x 64 with 4 warps in production, 64
+// x 128 with 8 for outputs over 2^23 elements; pick_tile), each warp 32 x 32 (2 m16 x 4 n8 mma
+// tiles), over k in steps of 32 staged through shared memory by cp.async, 3 stages deep. Each
+// operand's tile keeps its global layout in shared memory (no transposes: 16-byte copies for each
+// of the products a linear layer and its gradients make, A B, A B^T, A^T B), padded so every
+// fragment read is free of bank conflicts:
+//   A (m, k) row-major: As[m][32 + 4]      A stored (k, m) (trans_a): As[k][BM + 8]
+//   B stored (k, n):    Bs[k][BN + 8]      B stored (n, k) (trans_b): Bs[n][32 + 4]
 // Fragments are split into hi and lo when read (per warp, by split_tf32_fast; shared memory holds
-// float32). Every
-// 32-step of k is accumulated into a fresh accumulator and added to the running sum in float32
-// (the tensor cores' accumulation truncates; see tf32x3.cuh).
+// float32). Every 32-step of k is accumulated into a fresh accumulator and added to the running
+// sum in float32 (the tensor cores' accumulation truncates; see tf32x3.cuh).
 //
 // Split-K: where the output has fewer tiles than the GPU has SMs and k is long (a weight
 // gradient dW = dY^T X, k = the batch's rows), blockIdx.z also splits k; each split writes its
@@ -29,9 +29,10 @@
 //
 // Used for float32 products (TF32 not allowed, beta 0, not both operands transposed) whose
 // leading dimensions, batch strides and pointers allow 16-byte copies, with at least kMinMacs
-// multiply-adds: see
-// applies(). MT_CUDA_GEMM_CUBLAS in the environment, or mt_study_gemm_f32(1), sends every
-// product to cuBLAS instead (for comparisons).
+// multiply-adds (applies()). An infinite input gives NaN (lo = inf - inf), where cuBLAS gives an
+// infinity. MT_CUDA_GEMM_CUBLAS in the environment, or mt_study_gemm_f32(1), sends every product
+// to cuBLAS instead (for comparisons). Measurements: docs/benchmarks.md, "Float32 GEMMs on tensor
+// cores"; scripts/bench/gemm_study.py.
 #include <atomic>
 #include <cstdlib>
 
@@ -50,7 +51,7 @@ namespace {
 
 constexpr int kBK = 32, kStages = 3;
 constexpr int kPadK = kBK + 4;  // rows of k-contiguous tiles (As[m][..], Bs[n][..])
-constexpr int64_t kMinMacs = 1ll << 21;  // below this cuBLAS (or the tiny kernel) is as fast
+constexpr int64_t kMinMacs = 1ll << 21;  // not tuned: products this small take a few us either way
 
 // A block's tile of C, BM x BN, with a warp for every 32 x 32 of it (2 m16 x 4 n8 mma tiles).
 template <int BM_, int BN_>

@@ -44,7 +44,8 @@ __device__ __forceinline__ Tf32 split_tf32(float x) {
 // away from zero, as cvt.rna: add half a TF32 ulp to the magnitude, clear the 13 low bits);
 // lo = x - hi exactly, left for the tensor cores to truncate to TF32 (they ignore an operand's 13
 // low bits), so lo keeps about 10 bits where cvt.rna would round it: the product's error grows
-// from about 2^-22 to 2^-21 of |a b|. NaN stays NaN (in lo), infinities stay in hi.
+// from about 2^-22 to 2^-21 of |a b|. NaN stays NaN; an infinity (and a value within half a TF32
+// ulp of FLT_MAX, which rounds up to one) gives lo = NaN, as split_tf32 does for an infinity.
 __device__ __forceinline__ Tf32 split_tf32_fast(float x) {
   const uint32_t hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
   return {hi, __float_as_uint(x - __uint_as_float(hi))};
