@@ -252,7 +252,8 @@ int pick_tile(const MatmulArgs &g) {
   return g.m * g.n * g.batch > (1ll << 23) ? 0 : 1;
 }
 
-// Launches the product with tile S (and the split-K sum); false (nothing launched) if the runtime
+// Launches the product with tile S (and the split-K sum); false (nothing launched) if the grid
+// would pass CUDA's limits (more than 65535 tiles of rows: over 4M rows at BM = 64) or the runtime
 // refuses the kernel its shared memory.
 template <class S>
 bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
@@ -269,6 +270,7 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
   const int64_t chunk = ((g.k + splits - 1) / splits + kBK - 1) / kBK * kBK;
   p.k_chunk = (int)chunk;
   p.splits = (int)((g.k + chunk - 1) / chunk);
+  if (tiles_m > 65535 || g.batch * p.splits > 65535) return false;  // the grid's y and z limits
   const dim3 grid((unsigned)tiles_n, (unsigned)tiles_m, (unsigned)(g.batch * p.splits));
   auto go = [&](auto kernel) {
     if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;

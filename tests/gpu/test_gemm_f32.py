@@ -5,7 +5,8 @@ float32 mt_linear, mt_matmul and the composed attention, forward and backward:
            dW = dy^T x (A^T B; split over k where the output has few tiles, as at the char-GPT
            shapes), db beside it; char-GPT shapes, tails of the 64 x 128 tiles, a layer too small
            for the kernel and one whose rows 16-byte copies cannot read (both stay on cuBLAS)
-  matmul   batched A B and its gradients (batch strides)
+  matmul   batched A B and its gradients (batch strides); 65535 row tiles (the grid's limit) on the
+           kernel, one row more on cuBLAS
   sdpa     head dim 64 (the composed path: products scaled by alpha)
 
 Each case runs under every selection of the internal hook mt_study_gemm_f32: 0, production (the
@@ -179,6 +180,25 @@ class GemmF32Test(unittest.TestCase):
                     finally:
                         for h in hs:
                             U.release(h)
+
+    def test_rows_at_the_grid_limit(self):
+        # 65535 tiles of 64 rows fill the grid's y dimension; one row more goes to cuBLAS
+        for rows, expect in ((65535 * 64, 1), (65535 * 64 + 1, 0)):
+            g = torch.Generator().manual_seed(SEED + rows)
+            a, b = torch.randn(rows, 4, generator=g), torch.randn(4, 8, generator=g)
+            want = a.double() @ b.double()
+            with self.subTest(rows=rows):
+                self.assertEqual(STUDY(0), 0)
+                hs = [to_mt(a), to_mt(b)]
+                try:
+                    before = kernel_runs()
+                    c = U.call("mt_matmul", hs[0], hs[1])
+                    self.assertEqual(kernel_runs() - before, expect, "products the tensor-core kernel ran")
+                    self.check("c", from_mt(c, torch.float32), want, 0)
+                    U.release(c)
+                finally:
+                    for h in hs:
+                        U.release(h)
 
     def test_sdpa_head_dim_64(self):
         B, H, T, D = 2, 2, 128, 64
