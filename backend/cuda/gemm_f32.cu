@@ -215,8 +215,6 @@ __global__ void __launch_bounds__(256) gemm_splits_sum_kernel(const GemmParams p
   }
 }
 
-bool aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
-
 // The kernels selected by mt_study_gemm_f32: 0 production (this file's kernel where
 // applies(), its tile by pick_tile), 1 cuBLAS for every product, 3 + i the kernel with tile i of
 // kTiles where it applies. MT_CUDA_GEMM_CUBLAS set in the environment starts the process on 1.
@@ -237,8 +235,8 @@ bool applies(const MatmulArgs &g) {
   if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || g.batch > 65535) return false;
   const int64_t lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
   // Every 16-byte copy lies inside one row of an operand: rows of whole float4s, 16-byte aligned.
-  return lda % 4 == 0 && ldb % 4 == 0 && g.stride_a % 4 == 0 && g.stride_b % 4 == 0 && aligned16(g.a) &&
-         aligned16(g.b);
+  return lda % 4 == 0 && ldb % 4 == 0 && g.stride_a % 4 == 0 && g.stride_b % 4 == 0 && is_aligned16(g.a) &&
+         is_aligned16(g.b);
 }
 
 // The tile: 64 x 64 (4 warps, up to 4 blocks an SM) unless the output has more than 2^23

@@ -25,8 +25,9 @@
 // forward (product and bias) and its weight and bias gradients each become one node instead
 // of two.
 //
-// Float32 products without TF32 of at least 2M multiply-adds, on operands 16-byte copies can
-// read, run gemm_f32.cu's 3xTF32 tensor-core kernel (float32 accuracy, bias in its epilogue).
+// Float32 products without TF32 of at least 2M multiply-adds (beta 0, not both operands
+// transposed), on operands 16-byte copies can read, run gemm_f32.cu's 3xTF32 tensor-core kernel
+// (float32 accuracy, bias in its epilogue).
 //
 // Other larger float32 single products with a bias go to cuBLASLt with the bias as the GEMM's
 // epilogue (CUBLASLT_EPILOGUE_BIAS: the bias runs along the rows of the column-major (n, m)

@@ -97,7 +97,6 @@ class GemmF32Test(unittest.TestCase):
         for bad in (-1, 3 + TILES, 100):
             self.assertNotEqual(STUDY(bad), 0, "variant %d" % bad)
         before = kernel_runs()
-        self.assertGreaterEqual(before, 0)
         for good in SELECTIONS[::-1]:
             self.assertEqual(STUDY(good), 0, "variant %d" % good)
         self.assertEqual(kernel_runs(), before, "variant 2 only reads the count")
