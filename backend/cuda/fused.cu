@@ -680,6 +680,7 @@ template <class T, int PL>
 __global__ void __launch_bounds__(kFusedThreads)
     ln_bwd_fused_kernel(T *dx, const T *dx_add, const T *dy, const T *x, const Compute<T> *mean,
                         const Compute<T> *rstd, const T *gamma, Compute<T> *pa, Compute<T> *pb, int64_t rows, int G) {
+  pdl_enter();  // launched with launch_pdl_smem_if
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   __shared__ A red[2][kFusedThreads / 32];
@@ -854,6 +855,7 @@ __global__ void __launch_bounds__(kFusedThreads, 3)
 template <class A, int LANES, class Term, class Store>
 __global__ void __launch_bounds__(kColTile *LANES)
     column_sums_kernel(Term term, Store store, int64_t rows, int64_t d, int64_t chunk) {
+  pdl_enter();  // launched with launch_pdl_smem_if
   __shared__ A sa[LANES][kColTile + 1], sb[LANES][kColTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = (int64_t)blockIdx.x * kColTile + tx;
@@ -1146,8 +1148,9 @@ template <class T>
 void param_sums_of_partials(Context &c, T *dgamma, T *dbeta, const Compute<T> *pa, const Compute<T> *pb,
                             int64_t parts, int64_t d) {
   using A = Compute<T>;
-  column_sums_kernel<A, 32><<<dim3((unsigned)((d + kColTile - 1) / kColTile), 1), dim3(kColTile, 32), 0, c.stream>>>(
-      PartialTerm<A>{pa, pb, d}, ParamStore<T>{dgamma, dbeta}, parts, d, parts);
+  MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, column_sums_kernel<A, 32, PartialTerm<A>, ParamStore<T>>,
+                                   dim3((unsigned)((d + kColTile - 1) / kColTile), 1), dim3(kColTile, 32), 0,
+                                   PartialTerm<A>{pa, pb, d}, ParamStore<T>{dgamma, dbeta}, parts, d, parts));
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta)");
 }
 
@@ -1168,8 +1171,9 @@ void layer_norm_params_t(Context &c, T *dgamma, T *dbeta, const T *dy, const T *
            (long long)d);
   PoolBuffer partial(2 * chunks * d * (int64_t)sizeof(A));
   A *pa = partial.as<A>(), *pb = pa + chunks * d;
-  column_sums_kernel<A, kColLanes><<<dim3((unsigned)tiles, (unsigned)chunks), dim3(kColTile, kColLanes), 0, c.stream>>>(
-      ParamTerm<T>{dy, x, mean, rstd, d}, PartialStore<A>{pa, pb, d}, rows, d, chunk);
+  MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, column_sums_kernel<A, kColLanes, ParamTerm<T>, PartialStore<A>>,
+                                   dim3((unsigned)tiles, (unsigned)chunks), dim3(kColTile, kColLanes), 0,
+                                   ParamTerm<T>{dy, x, mean, rstd, d}, PartialStore<A>{pa, pb, d}, rows, d, chunk));
   MT_CUDA_CHECK_LAUNCH("layer_norm backward (dgamma, dbeta partials)");
   param_sums_of_partials<T>(c, dgamma, dbeta, pa, pb, chunks, d);
 }
@@ -1210,7 +1214,8 @@ bool layer_norm_fused_bwd_t(Context &c, T *dx, const T *dx_add, T *dgamma, T *db
       const int64_t grid = std::min((rows + R - 1) / R, cap);
       PoolBuffer partial(2 * grid * d * (int64_t)sizeof(A));
       A *pa = partial.as<A>(), *pb = pa + grid * d;
-      kernel<<<(unsigned)grid, threads, 0, c.stream>>>(dx, dx_add, dy, x, mean, rstd, gamma, pa, pb, rows, G);
+      MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, kernel, dim3((unsigned)grid), dim3(threads), 0, dx, dx_add, dy, x,
+                                       mean, rstd, gamma, pa, pb, rows, G));
       MT_CUDA_CHECK_LAUNCH("layer_norm backward (dx, dgamma and dbeta partials)");
       param_sums_of_partials<T>(c, dgamma, dbeta, pa, pb, grid, d);
     };

@@ -109,6 +109,7 @@ template <class T, Act ACT, int V, bool BWD>
 __global__ void __launch_bounds__(kFusionThreads)
     bias_act_kernel(T *out, Compute<T> *partial, const T *x, const T *bias, const T *dy, int64_t rows,
                     int64_t groups, int64_t chunk) {
+  pdl_enter();  // launched with launch_pdl_smem_if
   using A = Compute<T>;
   using G = Chunk<T, V>;
   using F = Activation<ACT, A>;
@@ -185,6 +186,7 @@ constexpr int kTotalSplit = 16;
 template <class T>
 __global__ void __launch_bounds__(32 * kTotalSplit)
     column_total_kernel(T *dbias, const Compute<T> *partial, int64_t chunks, int64_t n) {
+  pdl_enter();  // launched with launch_pdl_smem_if
   __shared__ Compute<T> part[kTotalSplit][32];
   const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
   Compute<T> s = 0;
@@ -206,6 +208,7 @@ template <class T, int PL, bool BLOCK>
 __global__ void __launch_bounds__(BLOCK ? kRowBlockThreads : kFusionThreads)
     add_ln_cached_kernel(T *s, T *y, Compute<T> *mean, Compute<T> *rstd, const T *x, const T *res, const T *gamma,
                          const T *beta, int64_t rows, int64_t d, Compute<T> eps) {
+  pdl_enter();  // launched with launch_pdl_smem_if
   using A = Compute<T>;
   constexpr int N = Pack<T>::N;
   __shared__ A red[32];
@@ -383,6 +386,7 @@ __global__ void __launch_bounds__(kFusionThreads)
 template <class T, Act ACT, int THREADS>
 __global__ void __launch_bounds__(THREADS)
     bias_act_tiles_kernel(T *y, const T *x, const T *bias, int64_t packs, FastDivmod groups) {
+  pdl_enter();  // launched with launch_pdl_smem_if
   constexpr int N = Pack<T>::N;
   using F = Activation<ACT, Compute<T>>;
   struct In { Pack<T> x, b; };
@@ -458,9 +462,9 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
   if (!BWD && vec && rows * groups <= INT_MAX) {  // the forward over flat tiles
     const int64_t packs = rows * groups;
     with_act(act, [&](auto a) {
-      bias_act_tiles_kernel<T, decltype(a)::value, kFusionThreads>
-          <<<tiles_of(packs, kFusionThreads, 1), kFusionThreads, 0, c.stream>>>(out, x, bias, packs,
-                                                                               FastDivmod((uint32_t)groups));
+      MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, bias_act_tiles_kernel<T, decltype(a)::value, kFusionThreads>,
+                                       dim3(tiles_of(packs, kFusionThreads, 1)), dim3(kFusionThreads), 0, out, x,
+                                       bias, packs, FastDivmod((uint32_t)groups)));
     });
     MT_CUDA_CHECK_LAUNCH("bias_act");
     return;
@@ -471,17 +475,19 @@ void bias_act_t(Context &c, T *out, T *dbias, const T *x, const T *bias, const T
       constexpr auto kernel = bias_act_kernel<T, ACT, decltype(v)::value, BWD>;
       const BiasActShape s = bias_act_shape(c, rows, groups, resident_blocks_per_sm<kernel>(kFusionThreads));
       if (!BWD || !dbias) {
-        kernel<<<s.grid, s.block, 0, c.stream>>>(out, nullptr, x, bias, dy, rows, groups, s.chunk);
+        MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, kernel, s.grid, s.block, 0, out, (A *)nullptr, x, bias, dy, rows,
+                                         groups, s.chunk));
         MT_CUDA_CHECK_LAUNCH(BWD ? "bias_act backward" : "bias_act");
         return;
       }
       PoolBuffer partial(s.chunks * n * (int64_t)sizeof(A));
-      kernel<<<s.grid, s.block, 0, c.stream>>>(out, partial.as<A>(), x, bias, dy, rows, groups, s.chunk);
+      MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, kernel, s.grid, s.block, 0, out, partial.as<A>(), x, bias, dy, rows,
+                                       groups, s.chunk));
       MT_CUDA_CHECK_LAUNCH("bias_act backward");
       MT_CHECK((n + 31) / 32 <= INT_MAX, INVALID_ARGUMENT, "cuda bias_act backward: n %lld is too large",
                (long long)n);
-      column_total_kernel<T><<<(unsigned)((n + 31) / 32), dim3(32, kTotalSplit), 0, c.stream>>>(
-          dbias, partial.as<A>(), s.chunks, n);
+      MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, column_total_kernel<T>, dim3((unsigned)((n + 31) / 32)),
+                                       dim3(32, kTotalSplit), 0, dbias, (const A *)partial.as<A>(), s.chunks, n));
       MT_CUDA_CHECK_LAUNCH("bias_act backward (dbias)");
     };
     if (vec) run(IntC<N>{});
@@ -501,17 +507,18 @@ void add_layer_norm_t(Context &c, T *s, T *y, Compute<T> *mean, Compute<T> *rstd
     const int pl = next_pow2((packs + 31) / 32);
     const int64_t per_block = kFusionThreads / 32;
     dispatch_pl<8>(pl, [&](auto k) {
-      add_ln_cached_kernel<T, decltype(k)::value, false>
-          <<<clamp_grid((rows + per_block - 1) / per_block), kFusionThreads, 0, c.stream>>>(
-              s, y, mean, rstd, x, res, gamma, beta, rows, d, (A)eps);
+      MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, add_ln_cached_kernel<T, decltype(k)::value, false>,
+                                       dim3(clamp_grid((rows + per_block - 1) / per_block)), dim3(kFusionThreads), 0,
+                                       s, y, mean, rstd, x, res, gamma, beta, rows, d, (A)eps));
     });
   } else if (cached) {  // a block per row: the fewest packs per lane that fit kRowBlockThreads lanes
     int pl = 1;
     while ((packs + pl - 1) / pl > kRowBlockThreads) pl <<= 1;
     const int threads = (int)(((packs + pl - 1) / pl + 31) / 32 * 32);
     dispatch_pl<8>(pl, [&](auto k) {
-      add_ln_cached_kernel<T, decltype(k)::value, true><<<clamp_grid(rows), threads, 0, c.stream>>>(
-          s, y, mean, rstd, x, res, gamma, beta, rows, d, (A)eps);
+      MT_CUDA_CHECK(launch_pdl_smem_if(c.pdl, c, add_ln_cached_kernel<T, decltype(k)::value, true>,
+                                       dim3(clamp_grid(rows)), dim3(threads), 0, s, y, mean, rstd, x, res, gamma, beta,
+                                       rows, d, (A)eps));
     });
   } else {
     add_ln_rows_kernel<T><<<clamp_grid(rows), kFusionThreads, 0, c.stream>>>(s, y, mean, rstd, x, res, gamma, beta, d,

@@ -18,14 +18,20 @@
 // fragment read is free of bank conflicts:
 //   A (m, k) row-major: As[m][32 + 4]      A stored (k, m) (trans_a): As[k][BM + 8]
 //   B stored (k, n):    Bs[k][BN + 8]      B stored (n, k) (trans_b): Bs[n][32 + 4]
-// Fragments are split into hi and lo when read (per warp, by split_tf32_fast; shared memory holds
-// float32). Every 32-step of k is accumulated into a fresh accumulator and added to the running
+// The k-contiguous tiles (As[m][..], Bs[n][..]) give their fragments by ldmatrix (an 8 x 4 tile
+// of 32-bit values is an m8n8 tile of 16-bit ones, and its thread mapping is the TF32 fragment's:
+// 2 instructions for a warp's A fragments of a k-step instead of 8 4-byte loads), the others by
+// 4-byte loads. Fragments are split into hi and lo when read (per warp, by split_tf32_fast;
+// shared memory holds float32). Every 32-step of k is accumulated into a fresh accumulator and added to the running
 // sum in float32 (the tensor cores' accumulation truncates; see tf32x3.cuh).
 //
 // Split-K: where the output has fewer tiles than the GPU has SMs and k is long (a weight
 // gradient dW = dY^T X, k = the batch's rows), blockIdx.z also splits k; each split writes its
 // partial tile to the cuBLAS workspace and a second kernel sums the splits in order (so the
 // result is deterministic) and adds the bias.
+//
+// a_sums (the bias gradient beside a weight gradient): the warps whose tiles start C's columns
+// also add up the A values they read, so the column sums of dY cost no pass over it.
 //
 // Used for float32 products (TF32 not allowed, beta 0, not both operands transposed) whose
 // leading dimensions, batch strides and pointers allow 16-byte copies, with at least kMinMacs
@@ -43,6 +49,7 @@
 #include "backend/cuda/ops.h"
 #include "backend/cuda/study.cuh"
 #include "backend/cuda/tf32x3.cuh"
+#include "backend/cuda/attention/fa_common.cuh"  // ldmatrix_x4
 
 namespace mt {
 namespace cuda {
@@ -70,7 +77,8 @@ struct Tile {
 
 struct GemmParams {
   const float *a, *b, *bias;
-  float *c, *work;  // work: the splits' partial tiles [splits][m][n] (splits > 1)
+  float *c, *a_sums;  // a_sums [m] (batch 1, may be null): the rows' sums of op(A), MatmulArgs' a_sums
+  float *work;  // splits > 1: the splits' partial tiles [splits][m][n], then their row sums [splits][m]
   int m, n, k, lda, ldb;
   int64_t stride_a, stride_b, stride_c;
   float alpha;
@@ -120,8 +128,11 @@ __device__ __forceinline__ float b_at(const float *bs, int r, int c) {
   return TB ? bs[c * kPadK + r] : bs[r * S::PAD_N + c];
 }
 
-template <class S, bool TA, bool TB>
+// SUMS: also write a_sums (a template argument: the running sums cost registers the products
+// without them would spill for).
+template <class S, bool TA, bool TB, bool SUMS>
 __global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(const GemmParams p) {
+  pdl_wait();  // a no-op (a plain launch); pdl_release() lets a dependent grid in for the epilogue
   extern __shared__ __align__(16) float smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -140,6 +151,10 @@ __global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(con
     cp_async_commit();
   }
 
+  // a_sums: the warps of the first column of tiles add up the A fragments they read (rows wm +
+  // 16i + g + 8h, columns t and t + 4 of each k-step of 8), per k-tile into a fresh partial.
+  const bool row_sums = SUMS && blockIdx.x == 0 && wn == 0;  // warp-uniform
+  float rsum[2][2] = {};
   float acc[2][4][4] = {};
   for (int kt = 0; kt < tiles; kt++) {
     cp_async_wait<kStages - 2>();
@@ -151,26 +166,52 @@ __global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(con
     }
     cp_async_commit();
     const float *as = smem + (kt % kStages) * S::STAGE, *bs = as + S::A_SIZE;
-    float part[2][4][4] = {};
+    float part[2][4][4] = {}, rpart[2][2] = {};
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 8) {
       uint32_t ah[2][4], al[2][4], bh[4][2], bl[4][2];
 #pragma unroll
       for (int i = 0; i < 2; i++) {
         const int r = wm + i * 16 + g;
-        const float x[4] = {a_at<S, TA>(as, r, kk + t), a_at<S, TA>(as, r + 8, kk + t),
-                            a_at<S, TA>(as, r, kk + t + 4), a_at<S, TA>(as, r + 8, kk + t + 4)};
+        float x[4];
+        if constexpr (!TA) {  // k-contiguous rows: the fragment is ldmatrix's four 8 x 4 tiles
+          uint32_t v[4];
+          fa::ldmatrix_x4(v, as + (wm + i * 16 + (lane & 7) + (lane & 8)) * kPadK + kk + (lane >> 4) * 4);
+#pragma unroll
+          for (int e = 0; e < 4; e++) x[e] = __uint_as_float(v[e]);
+        } else {
+          x[0] = a_at<S, TA>(as, r, kk + t), x[1] = a_at<S, TA>(as, r + 8, kk + t);
+          x[2] = a_at<S, TA>(as, r, kk + t + 4), x[3] = a_at<S, TA>(as, r + 8, kk + t + 4);
+        }
+        if (row_sums) {
+          rpart[i][0] += x[0], rpart[i][1] += x[1];
+          rpart[i][0] += x[2], rpart[i][1] += x[3];
+        }
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const Tf32 s = split_tf32_fast(x[e]);
           ah[i][e] = s.hi, al[i][e] = s.lo;
         }
       }
+      float y[4][2];  // B fragments: y[j] = (b0, b1) of n-tile j
+      if constexpr (TB) {  // k-contiguous rows: two n-tiles' fragments a ldmatrix
+#pragma unroll
+        for (int j = 0; j < 4; j += 2) {
+          uint32_t v[4];
+          fa::ldmatrix_x4(v, bs + (wn + (j + (lane >> 4)) * 8 + (lane & 7)) * kPadK + kk + (lane & 8) / 2);
+          y[j][0] = __uint_as_float(v[0]), y[j][1] = __uint_as_float(v[1]);
+          y[j + 1][0] = __uint_as_float(v[2]), y[j + 1][1] = __uint_as_float(v[3]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int cn = wn + j * 8 + g;
+          y[j][0] = b_at<S, TB>(bs, kk + t, cn), y[j][1] = b_at<S, TB>(bs, kk + t + 4, cn);
+        }
+      }
 #pragma unroll
       for (int j = 0; j < 4; j++) {
-        const int cn = wn + j * 8 + g;
-        const Tf32 s0 = split_tf32_fast(b_at<S, TB>(bs, kk + t, cn));
-        const Tf32 s1 = split_tf32_fast(b_at<S, TB>(bs, kk + t + 4, cn));
+        const Tf32 s0 = split_tf32_fast(y[j][0]), s1 = split_tf32_fast(y[j][1]);
         bh[j][0] = s0.hi, bh[j][1] = s1.hi, bl[j][0] = s0.lo, bl[j][1] = s1.lo;
       }
 #pragma unroll
@@ -184,8 +225,26 @@ __global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(con
       for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[i][j][e] += part[i][j][e];
+    if (row_sums)
+#pragma unroll
+      for (int i = 0; i < 2; i++) rsum[i][0] += rpart[i][0], rsum[i][1] += rpart[i][1];
   }
   cp_async_wait<0>();
+  pdl_release();
+
+  if (row_sums) {  // the 4 lanes of a row (t = 0..3) add theirs as a fixed tree: the same bits every run
+    float *sums = p.splits > 1 ? p.work + (int64_t)p.splits * p.m * p.n + (int64_t)split * p.m : p.a_sums;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float v = rsum[i][h];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        const int row = m0 + wm + i * 16 + g + h * 8;
+        if (t == 0 && row < p.m) sums[row] = v;
+      }
+  }
 
   // C fragment e of tile (i, j): row wm + 16i + g (+ 8 for e >= 2), column wn + 8j + 2t (+ 1 for odd e).
   float *c = p.splits > 1 ? p.work + (int64_t)split * p.m * p.n : p.c + batch * p.stride_c;
@@ -204,14 +263,20 @@ __global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(con
       }
 }
 
-// C[i] = sum over splits s (in order) of work[s][i], + bias[i % n].
+// C[i] = sum over splits s (in order) of the partial tiles' element i, + bias[i % n]; then
+// a_sums[r] = sum over splits (in order) of their row sums' element r.
 __global__ void __launch_bounds__(256) gemm_splits_sum_kernel(const GemmParams p) {
-  const int64_t mn = (int64_t)p.m * p.n;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
+  pdl_enter();  // launched with launch_pdl_wide
+  const int64_t mn = (int64_t)p.m * p.n, total = mn + (p.a_sums ? p.m : 0);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const bool in_c = i < mn;
+    const float *part = in_c ? p.work + i : p.work + p.splits * mn + (i - mn);
+    const int64_t stride = in_c ? mn : p.m;
     float v = 0.f;
-    for (int s = 0; s < p.splits; s++) v += p.work[s * mn + i];
-    if (p.bias) v += p.bias[i % p.n];
-    p.c[i] = v;
+    for (int s = 0; s < p.splits; s++) v += part[s * stride];
+    if (!in_c) p.a_sums[i - mn] = v;
+    else p.c[i] = p.bias ? v + p.bias[i % p.n] : v;
   }
 }
 
@@ -231,6 +296,7 @@ constexpr int kTiles = 5;
 bool applies(const MatmulArgs &g) {
   if (g_gemm_variant.load(std::memory_order_relaxed) == 1) return false;
   if (g.dtype != DType::F32 || g.allow_tf32 || g.beta != 0.0 || (g.trans_a && g.trans_b)) return false;
+  if (g.a_sums && !g.trans_a) return false;  // the kernel sums op(A)'s rows only in the weight gradient's A^T B
   if (g.m * g.n * g.k * g.batch < kMinMacs) return false;
   if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || g.batch > 65535) return false;
   const int64_t lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n;
@@ -258,11 +324,12 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
   const int64_t tiles_m = (g.m + S::BM - 1) / S::BM, tiles_n = (g.n + S::BN - 1) / S::BN;
   const int64_t tiles = tiles_m * tiles_n * g.batch;
   // Split k where the tiles leave SMs idle, in chunks of at least 8 k-tiles, while the partial
-  // tiles fit the workspace.
+  // tiles (and row sums) fit the workspace.
   int64_t splits = 1;
   if (g.batch == 1 && tiles < c.sm_count) {
     splits = std::min<int64_t>((2 * c.sm_count + tiles - 1) / tiles, g.k / (8 * kBK));
-    splits = std::min<int64_t>(splits, Context::kCublasWorkspaceBytes / (int64_t)sizeof(float) / (g.m * g.n));
+    const int64_t per_split = g.m * g.n + (g.a_sums ? g.m : 0);
+    splits = std::min<int64_t>(splits, Context::kCublasWorkspaceBytes / (int64_t)sizeof(float) / per_split);
     splits = std::max<int64_t>(splits, 1);
   }
   const int64_t chunk = ((g.k + splits - 1) / splits + kBK - 1) / kBK * kBK;
@@ -272,20 +339,25 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
   const dim3 grid((unsigned)tiles_n, (unsigned)tiles_m, (unsigned)(g.batch * p.splits));
   auto go = [&](auto kernel) {
     if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;
+    // Not a programmatic dependent launch: scheduled early, the grid's blocks went to the SMs
+    // that had room as the kernel before it drained, up to 4 an SM where a plain launch spreads
+    // them 2 an SM (char-GPT's products: 362 against 305 us, docs/benchmarks.md).
     decltype(kernel)::value<<<grid, S::THREADS, S::SMEM, c.stream>>>(p);
     return true;
   };
-  const bool launched = g.trans_a   ? go(std::integral_constant<decltype(&gemm_f32_kernel<S, true, false>),
-                                                               &gemm_f32_kernel<S, true, false>>())
-                        : g.trans_b ? go(std::integral_constant<decltype(&gemm_f32_kernel<S, false, true>),
-                                                               &gemm_f32_kernel<S, false, true>>())
-                                    : go(std::integral_constant<decltype(&gemm_f32_kernel<S, false, false>),
-                                                               &gemm_f32_kernel<S, false, false>>());
+#define MT_GEMM_KERNEL(TA, TB, SUMS) \
+  std::integral_constant<decltype(&gemm_f32_kernel<S, TA, TB, SUMS>), &gemm_f32_kernel<S, TA, TB, SUMS>>()
+  const bool launched = g.a_sums    ? go(MT_GEMM_KERNEL(true, false, true))  // applies(): a_sums only with trans_a
+                        : g.trans_a ? go(MT_GEMM_KERNEL(true, false, false))
+                        : g.trans_b ? go(MT_GEMM_KERNEL(false, true, false))
+                                    : go(MT_GEMM_KERNEL(false, false, false));
+#undef MT_GEMM_KERNEL
   if (!launched) return false;
   MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32)");
   if (p.splits > 1) {
-    gemm_splits_sum_kernel<<<grid_of(std::min<int64_t>((g.m * g.n + 255) / 256, 4 * c.sm_count)), 256, 0,
-                             c.stream>>>(p);
+    const int64_t sums = g.m * g.n + (g.a_sums ? g.m : 0);
+    MT_CUDA_CHECK(launch_pdl_wide(c, gemm_splits_sum_kernel,
+                                  grid_of(std::min<int64_t>((sums + 255) / 256, 4 * c.sm_count)), 256, p));
     MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32 split-K sum)");
   }
   return true;
@@ -299,8 +371,9 @@ bool launch_gemm_f32(const MatmulArgs &g) {
   GemmParams p;
   p.a = static_cast<const float *>(g.a);
   p.b = static_cast<const float *>(g.b);
-  p.bias = g.a_sums ? nullptr : static_cast<const float *>(g.bias);  // with a_sums matmul_extras adds both
+  p.bias = static_cast<const float *>(g.bias);
   p.c = static_cast<float *>(g.c);
+  p.a_sums = static_cast<float *>(g.a_sums);
   p.work = static_cast<float *>(c.cublas_workspace());
   p.m = (int)g.m, p.n = (int)g.n, p.k = (int)g.k;
   p.lda = (int)(g.trans_a ? g.m : g.k), p.ldb = (int)(g.trans_b ? g.k : g.n);

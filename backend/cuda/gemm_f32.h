@@ -6,8 +6,8 @@
 namespace mt {
 namespace cuda {
 
-// Runs the product (alpha included, and the bias unless a_sums is asked for too; a_sums never)
-// on the context's stream and returns true, or returns false without doing anything where the
+// Runs the product (alpha included, with the bias and a_sums where asked for) on the context's
+// stream and returns true, or returns false without doing anything where the
 // kernel does not apply (not float32, TF32 allowed, beta != 0, both operands transposed, too
 // small, or operands that 16-byte copies cannot read): matmul.cu then takes cuBLAS.
 bool launch_gemm_f32(const MatmulArgs &g);

@@ -14,7 +14,8 @@
 //   ClusterLaunch, launch_cluster           a launch in thread-block clusters of K blocks (sm_90)
 //   resident_blocks_per_sm, resident_clusters   occupancy answers, asked once per kernel and shape
 //   allow_smem                              a kernel's opt-in to more than 48 KB of dynamic shared memory
-//   pdl_enter, launch_pdl(_if, _wide)       programmatic dependent launch (sm_90)
+//   pdl_enter, pdl_wait, pdl_release,
+//   launch_pdl(_if, _wide), launch_pdl_smem_if   programmatic dependent launch (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
@@ -361,15 +362,31 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
-// kernel<<<grid, threads, 0, c.stream>>>(args...), with the programmatic-serialization attribute
-// when pdl is set. kernel must begin with pdl_enter(). Returns the launch status.
+// pdl_enter() in two halves, for compute-bound kernels: pdl_wait() first (nothing read or
+// written before it), pdl_release() once the block's main loop is done. A dependent grid waiting
+// in its own pdl_enter() or pdl_wait() is scheduled once every block of this one has released
+// (or exited), so it waits through this grid's epilogue and last blocks only, not beside its
+// main loop.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, c.stream>>>(args...), with the programmatic-serialization attribute
+// when pdl is set. kernel must begin with pdl_enter() or pdl_wait(). Returns the launch status.
 template <class... KArgs, class... Args>
-cudaError_t launch_pdl_if(bool pdl, const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads,
-                          Args &&...args) {
+cudaError_t launch_pdl_smem_if(bool pdl, const Context &c, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                               size_t smem, Args &&...args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
-  cfg.blockDim = dim3((unsigned)threads);
-  cfg.dynamicSmemBytes = 0;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = c.stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -377,6 +394,14 @@ cudaError_t launch_pdl_if(bool pdl, const Context &c, void (*kernel)(KArgs...), 
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, threads, 0, c.stream>>>(args...), with the programmatic-serialization attribute
+// when pdl is set. kernel must begin with pdl_enter(). Returns the launch status.
+template <class... KArgs, class... Args>
+cudaError_t launch_pdl_if(bool pdl, const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads,
+                          Args &&...args) {
+  return launch_pdl_smem_if(pdl, c, kernel, grid, dim3((unsigned)threads), 0, std::forward<Args>(args)...);
 }
 
 // kernel<<<grid, threads, 0, c.stream>>>(args...), with the programmatic-serialization attribute
@@ -390,10 +415,13 @@ cudaError_t launch_pdl(const Context &c, void (*kernel)(KArgs...), dim3 grid, in
 }
 
 // launch_pdl for a grid of any size: the flat elementwise map and the exact-fit softmax and
-// LayerNorm row kernels (H100, run.py with and without MT_CUDA_NO_PDL: 0.4-3.6 us a call). A
-// waiting dependent grid takes no place the running grid needs: it is launched only once every
-// block of the running grid has begun (and run pdl_enter()), so its blocks fill the places the
-// running grid's last wave leaves.
+// LayerNorm row kernels (H100, run.py with and without MT_CUDA_NO_PDL: 0.4-3.6 us a call), the
+// float32 attention, and (through launch_pdl_smem_if) the transformer-block fusions and the
+// GEMM's split-K sum. A waiting dependent grid takes no place the running grid needs: it is
+// launched only once every block of the running grid has begun (and run pdl_enter()), so its
+// blocks fill the places the running grid's last wave leaves. They fill them as the SMs free up,
+// so a grid of fewer blocks than the GPU holds can land unevenly: the float32 GEMM is launched
+// plainly (gemm_f32.cu).
 template <class... KArgs, class... Args>
 cudaError_t launch_pdl_wide(const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads, Args &&...args) {
   return launch_pdl_if(c.pdl, c, kernel, grid, threads, std::forward<Args>(args)...);

@@ -27,14 +27,14 @@
 //
 // Float32 products without TF32 of at least 2M multiply-adds (beta 0, not both operands
 // transposed), on operands 16-byte copies can read, run gemm_f32.cu's 3xTF32 tensor-core kernel
-// (float32 accuracy, bias in its epilogue).
+// (float32 accuracy, bias in its epilogue, a_sums from the A fragments it reads).
 //
 // Other larger float32 single products with a bias go to cuBLASLt with the bias as the GEMM's
 // epilogue (CUBLASLT_EPILOGUE_BIAS: the bias runs along the rows of the column-major (n, m)
 // result), so a linear layer's bias costs no pass over its output. Where cuBLASLt offers no
 // algorithm (cached per shape, types and alignment), or with MT_CUDA_NO_LT_EPILOGUE set, the
 // product takes cuBLAS; launch_matmul then returns false and the backend does the extras as
-// separate passes (matmul_extras). a_sums stays a separate pass: cuBLASLt's bias-gradient
+// separate passes (matmul_extras). Past the kernel, a_sums stays a separate pass: cuBLASLt's bias-gradient
 // epilogue (BGRADB) ran as a kernel of its own after the product, and a char-GPT training step
 // was slower with it than with the column sums of sum_reduce (docs/benchmarks.md).
 #include <algorithm>
@@ -288,7 +288,7 @@ bool launch_matmul(const MatmulArgs &g) {
     return true;
   }
 
-  if (launch_gemm_f32(g)) return g.a_sums == nullptr;  // the bias done, unless a_sums leaves both to matmul_extras
+  if (launch_gemm_f32(g)) return true;  // bias and a_sums in the kernel
 
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -3,7 +3,8 @@ float32 mt_linear, mt_matmul and the composed attention, forward and backward:
 
   linear   y = x W^T + b (the product A B^T with the bias in its epilogue), dx = dy W (A B) and
            dW = dy^T x (A^T B; split over k where the output has few tiles, as at the char-GPT
-           shapes), db beside it; char-GPT shapes, tails of the 64 x 128 tiles, a layer too small
+           shapes), db beside it (the kernel sums dy's columns from the fragments it reads); char-GPT
+           shapes, tails of the tiles, a weight gradient too short to split, a layer too small
            for the kernel and one whose rows 16-byte copies cannot read (both stay on cuBLAS)
   matmul   batched A B and its gradients (batch strides); 65535 row tiles (the grid's limit) on the
            kernel, one row more on cuBLAS
@@ -20,8 +21,8 @@ Inputs: fresh torch.randn values per case (seed printed on failure); the device 
 with NaN before each case, so an output element the kernel never writes shows up. Tolerance:
 relative error ||got - ref|| / ||ref|| below 2e-6 for every selection (float32 products
 accumulated in float32 over k <= 8192 terms: the FMA units' rounding gives a few 1e-7; 3xTF32
-keeps about 21 of float32's 24 bits per product). The split-K weight gradient is also computed
-twice and must agree to the bit (the splits are summed in a fixed order).
+keeps about 21 of float32's 24 bits per product). The split-K weight and bias gradients are also
+computed twice and must agree to the bit (the splits are summed in a fixed order).
 
 Run by `make test-gpu`; alone: MINITORCH_LIB=build/libminitorch.so python3 -m unittest
 tests.gpu.test_gemm_f32 -v. Without a usable GPU or without torch every test is skipped.
@@ -55,9 +56,10 @@ STUDY = getattr(LIB, "mt_study_gemm_f32", None)
 if STUDY is not None:
     STUDY.restype, STUDY.argtypes = c_int64, [c_int64]
 
-# (rows, in, out, bias): char-GPT large's qkv and fc2 layers, tails, too small, unaligned rows
-LINEAR_CASES = [(8192, 128, 384, True), (8192, 512, 128, True), (999, 132, 260, True), (1000, 36, 68, False),
-                (64, 128, 128, True), (700, 130, 96, True)]
+# (rows, in, out, bias): char-GPT large's qkv and fc2 layers (weight gradients split in k), tails
+# (split in 3), a weight gradient too short to split, too small, unaligned rows
+LINEAR_CASES = [(8192, 128, 384, True), (8192, 512, 128, True), (999, 132, 260, True), (300, 128, 516, True),
+                (1000, 36, 68, False), (64, 128, 128, True), (700, 130, 96, True)]
 # (batch, m, k, n)
 MATMUL_CASES = [(3, 200, 64, 300), (2, 129, 256, 72)]
 
@@ -144,10 +146,11 @@ class GemmF32Test(unittest.TestCase):
         g = torch.Generator().manual_seed(SEED)
         x, w, dy = torch.randn(8192, 128, generator=g), torch.randn(384, 128, generator=g), \
             torch.randn(8192, 384, generator=g)
-        first = self.run_linear(x, w, None, dy)
+        b = torch.randn(384, generator=g)
+        first = self.run_linear(x, w, b, dy)
         poison_pool()
-        second = self.run_linear(x, w, None, dy)
-        for name, a, b in zip(("y", "dx", "dW"), first, second):
+        second = self.run_linear(x, w, b, dy)
+        for name, a, b in zip(("y", "dx", "dW", "db"), first, second):
             self.assertTrue(torch.equal(a, b), "%s differs between two runs" % name)
 
     def test_batched_matmul(self):

@@ -593,6 +593,7 @@ __device__ __forceinline__ void store_own(float *dst, int64_t row, int r0, int n
 
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
+  pdl_wait();  // launched with launch_pdl_wide; pdl_release() after the main loop
   __shared__ __align__(16) SplitTile<D> ks, vs;
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const int tile = (a.tq + kTcRows - 1) / kTcRows - 1 - (int)blockIdx.x;  // the longest causal rows first
@@ -652,6 +653,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
       }
     }
   }
+  pdl_release();
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
   store_own<D>(a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads), a.o.row, r0, a.tq, o,
@@ -665,6 +667,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
 // dq of the warp's 16 query rows; writes delta.
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
+  pdl_wait();  // launched with launch_pdl_wide; pdl_release() after the main loop
   __shared__ __align__(16) SplitTile<D> ks, vs;
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const int tile = (a.tq + kTcRows - 1) / kTcRows - 1 - (int)blockIdx.x;
@@ -722,12 +725,14 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
         for (int e = 0; e < 4; e++) dq[nn][e] += part[nn][e];
     }
   }
+  pdl_release();
   store_own<D>(a.dq.p + head_offset(a.dq.batch, a.dq.head, bh, a.heads), a.dq.row, r0, a.tq, dq, a.scale, a.scale);
 }
 
 // dk and dv of the warp's 16 key rows.
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) attn_bwd_dkv_tc_kernel(BwdArgs a) {
+  pdl_wait();  // launched with launch_pdl_wide; pdl_release() after the main loop
   __shared__ __align__(16) SplitTile<D> qs, gs;
   __shared__ float lse_s[kTcRows], delta_s[kTcRows];
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
@@ -781,6 +786,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dkv_tc_kernel(BwdArgs a) 
         for (int e = 0; e < 4; e++) dk[nn][e] += kpart[nn][e], dv[nn][e] += vpart[nn][e];
     }
   }
+  pdl_release();
   store_own<D>(a.dk.p + head_offset(a.dk.batch, a.dk.head, bh, a.heads), a.dk.row, j0, a.tk, dk, a.scale, a.scale);
   store_own<D>(a.dv.p + head_offset(a.dv.batch, a.dv.head, bh, a.heads), a.dv.row, j0, a.tk, dv, 1.f, 1.f);
 }
@@ -822,8 +828,8 @@ void launch_forward(Context &c, const FwdArgs &a, int64_t bh) {
   if (g_attn_f32_variant.load(std::memory_order_relaxed) == 1) {
     attn_fwd_kernel<D, 1><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
   } else {
-    attn_fwd_tc_kernel<D><<<dim3((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh), kTcThreads, 0,
-                            c.stream>>>(a);
+    const dim3 fwd_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
+    MT_CUDA_CHECK(launch_pdl_wide(c, attn_fwd_tc_kernel<D>, fwd_grid, kTcThreads, a));
   }
   MT_CUDA_CHECK_LAUNCH("attention_f32 forward");
 }
@@ -837,11 +843,11 @@ void launch_backward(Context &c, const BwdArgs &a, int64_t bh) {
     MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dk, dv)");
     return;
   }
-  attn_bwd_dq_tc_kernel<D><<<dim3((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh), kTcThreads, 0,
-                             c.stream>>>(a);
+  const dim3 dq_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
+  MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dq_tc_kernel<D>, dq_grid, kTcThreads, a));
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dq)");
-  attn_bwd_dkv_tc_kernel<D><<<dim3((unsigned)((a.tk + kTcRows - 1) / kTcRows), (unsigned)bh), kTcThreads, 0,
-                              c.stream>>>(a);
+  const dim3 dkv_grid((unsigned)((a.tk + kTcRows - 1) / kTcRows), (unsigned)bh);
+  MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dkv_tc_kernel<D>, dkv_grid, kTcThreads, a));
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dk, dv)");
 }
 
