@@ -339,9 +339,10 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
   const dim3 grid((unsigned)tiles_n, (unsigned)tiles_m, (unsigned)(g.batch * p.splits));
   auto go = [&](auto kernel) {
     if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;
-    // Not a programmatic dependent launch: scheduled early, the grid's blocks went to the SMs
-    // that had room as the kernel before it drained, up to 4 an SM where a plain launch spreads
-    // them 2 an SM (char-GPT's products: 362 against 305 us, docs/benchmarks.md).
+    // Not a programmatic dependent launch: launched so, char-GPT's products back to back took
+    // 362 us against 305 (H200, gemm_study.py; docs/benchmarks.md). Not profiled; the likely
+    // cause is placement: blocks scheduled early go to the SMs that have room as the kernel
+    // before drains, up to 4 an SM, where a plain launch spreads a 256-block grid 2 an SM.
     decltype(kernel)::value<<<grid, S::THREADS, S::SMEM, c.stream>>>(p);
     return true;
   };

@@ -419,9 +419,8 @@ cudaError_t launch_pdl(const Context &c, void (*kernel)(KArgs...), dim3 grid, in
 // float32 attention, and (through launch_pdl_smem_if) the transformer-block fusions and the
 // GEMM's split-K sum. A waiting dependent grid takes no place the running grid needs: it is
 // launched only once every block of the running grid has begun (and run pdl_enter()), so its
-// blocks fill the places the running grid's last wave leaves. They fill them as the SMs free up,
-// so a grid of fewer blocks than the GPU holds can land unevenly: the float32 GEMM is launched
-// plainly (gemm_f32.cu).
+// blocks fill the places the running grid's last wave leaves. The float32 GEMM was slower
+// launched so and is launched plainly (gemm_f32.cu says why).
 template <class... KArgs, class... Args>
 cudaError_t launch_pdl_wide(const Context &c, void (*kernel)(KArgs...), dim3 grid, int threads, Args &&...args) {
   return launch_pdl_if(c.pdl, c, kernel, grid, threads, std::forward<Args>(args)...);
