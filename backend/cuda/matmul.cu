@@ -34,9 +34,10 @@
 // result), so a linear layer's bias costs no pass over its output. Where cuBLASLt offers no
 // algorithm (cached per shape, types and alignment), or with MT_CUDA_NO_LT_EPILOGUE set, the
 // product takes cuBLAS; launch_matmul then returns false and the backend does the extras as
-// separate passes (matmul_extras). Past the kernel, a_sums stays a separate pass: cuBLASLt's bias-gradient
-// epilogue (BGRADB) ran as a kernel of its own after the product, and a char-GPT training step
-// was slower with it than with the column sums of sum_reduce (docs/benchmarks.md).
+// separate passes (matmul_extras). Outside the tensor-core kernel a_sums stays a separate pass:
+// cuBLASLt's bias-gradient epilogue (BGRADB) ran as a kernel of its own after the product, and a
+// char-GPT training step was slower with it than with the column sums of sum_reduce
+// (docs/benchmarks.md).
 #include <algorithm>
 #include <climits>
 #include <cstdint>

@@ -150,8 +150,8 @@ class GemmF32Test(unittest.TestCase):
         first = self.run_linear(x, w, b, dy)
         poison_pool()
         second = self.run_linear(x, w, b, dy)
-        for name, a, b in zip(("y", "dx", "dW", "db"), first, second):
-            self.assertTrue(torch.equal(a, b), "%s differs between two runs" % name)
+        for name, one, two in zip(("y", "dx", "dW", "db"), first, second):
+            self.assertTrue(torch.equal(one, two), "%s differs between two runs" % name)
 
     def test_batched_matmul(self):
         for n, (batch, m, k, nn) in enumerate(MATMUL_CASES):

@@ -16,13 +16,14 @@ count too), and the fused MSE backward against the composition it replaced.
                  tiny GEMMs and the unwritten seed)
   MNIST MLP step 784-128-10 ReLU MLP, batch 64, cross-entropy, SGD with momentum: at most 16,
                  as recorded on an H100 (19 on an H100 and an H200 before the seed went and the
-                 second layer's weight and bias gradients became one tiny product; 14 by reading
-                 the code: forward 7 = 2 GEMMs, 2 bias adds, ReLU, cross-entropy's row kernel and
-                 sum; backward 6 = fused cross-entropy backward, 2 GEMMs, the second layer's
-                 weight and bias gradients in one launch, ReLU's, the first layer's bias
-                 reduction; SGD 1; cuBLAS takes more than one launch for some of these GEMMs;
-                 12 on an H200 since the first layer's bias gradient is summed inside its
-                 weight gradient's tensor-core GEMM).
+                 second layer's weight and bias gradients became one tiny product; 14 by
+                 reading the code before the tensor-core GEMMs: forward 7 = 2 GEMMs, 2 bias
+                 adds, ReLU, cross-entropy's row kernel and sum; backward 6 = fused
+                 cross-entropy backward, 2 GEMMs, the second layer's weight and bias gradients
+                 in one launch, ReLU's, the first layer's bias reduction; SGD 1; cuBLAS takes
+                 more than one launch for some of these GEMMs; 12 recorded on an H200 since
+                 the first layer's bias gradient is summed inside its weight gradient's
+                 tensor-core GEMM).
                  Recording skips the target range check, which eagerly adds
                  one kernel (its answer goes straight to mapped host memory).
   programmatic dependent launch
