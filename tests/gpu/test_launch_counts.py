@@ -21,7 +21,7 @@ count too), and the fused MSE backward against the composition it replaced.
                  adds, ReLU, cross-entropy's row kernel and sum; backward 6 = fused
                  cross-entropy backward, 2 GEMMs, the second layer's weight and bias gradients
                  in one launch, ReLU's, the first layer's bias reduction; SGD 1; cuBLAS takes
-                 more than one launch for some of these GEMMs; 12 recorded on an H200 since
+                 more than one launch for some of these GEMMs; 12 on an H100 and an H200 since
                  the first layer's bias gradient is summed inside its weight gradient's
                  tensor-core GEMM).
                  Recording skips the target range check, which eagerly adds
