@@ -27,7 +27,9 @@
 //     sum_cols_onepass_kernel: blocks of 8 or 32 packs by spans of rows, 16-byte loads, the
 //     spans' partial rows added by each column tile's last block (a ticket). In a char-GPT
 //     large step (H200) its 12 launches took 83 us (the head's 65 columns, 5 us, still take
-//     the kernel below), where the two-pass kernel took 118 us in 25 launches.
+//     the kernel below), where the two-pass kernel took 118 us in 25 launches; since then the
+//     float32 tensor-core GEMM sums those bias gradients itself (gemm_f32.cu), and this kernel
+//     serves the products cuBLAS runs.
 //   inner > 1 (columns), otherwise: threads along inner (coalesced), a block of 256 = bx * by
 //     threads splits `reduce` among its by rows and sums them in shared memory; when
 //     (inner, outer) alone cannot fill the GPU, `reduce` is also split over grid.z into
