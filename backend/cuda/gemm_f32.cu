@@ -75,16 +75,6 @@ struct Tile {
   static_assert(BM * kBK / 4 % THREADS == 0 && BN * kBK / 4 % THREADS == 0, "whole copies a thread");
 };
 
-struct GemmParams {
-  const float *a, *b, *bias;
-  float *c, *a_sums;  // a_sums [m] (batch 1, may be null): the rows' sums of op(A), MatmulArgs' a_sums
-  float *work;  // splits > 1: the splits' partial tiles [splits][m][n], then their row sums [splits][m]
-  int m, n, k, lda, ldb;
-  int64_t stride_a, stride_b, stride_c;
-  float alpha;
-  int splits, k_chunk;  // k range of split s: [s * k_chunk, min(k, (s + 1) * k_chunk))
-};
-
 // Issues the cp.async copies of one k-tile [k0, k0 + kBK) (zero past kend and past m, n).
 template <class S, bool TA, bool TB>
 __device__ __forceinline__ void load_tile(float *as, float *bs, const GemmParams &p, const float *a, const float *b,
@@ -291,7 +281,8 @@ using Tile1 = Tile<64, 64>;
 using Tile2 = Tile<128, 64>;
 using Tile3 = Tile<32, 128>;
 using Tile4 = Tile<128, 128>;
-constexpr int kTiles = 5;
+constexpr int kMmaTiles = 5;
+constexpr int kTiles = kMmaTiles + kWgmmaTiles;  // then the wgmma tiles (gemm_f32.h)
 
 bool applies(const MatmulArgs &g) {
   if (g_gemm_variant.load(std::memory_order_relaxed) == 1) return false;
@@ -310,18 +301,21 @@ bool applies(const MatmulArgs &g) {
 // on an H200). At char-GPT's products (outputs of 2^20 to 2^22, k 128 to 8192) 64 x 64 took 307 us
 // where 64 x 128 took 360, 128 x 64 365, 32 x 128 328, 128 x 128 450 and (in another run) 32 x 64
 // 371 (scripts/bench/gemm_study.py).
-int pick_tile(const MatmulArgs &g) {
+// On a compute capability 9.0 device the wgmma kernel (gemm_f32_wgmma.cu): 64 x 128 tiles with
+// 2 stages for outputs of 2^22 elements or more, else 64 x 64 with 2 stages where k is at most 128
+// (one pass of 4 steps: 3 blocks an SM fit) and 3 stages where it is longer (H100, gemm_study.py:
+// char-GPT's products 240.7 us against 306.7 for the mma.sync kernel; 4096^3 1825 against 2657).
+int pick_tile(const Context &c, const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;
+  if (c.cc_major == 9) return kMmaTiles + (g.m * g.n * g.batch >= (1ll << 22) ? 1 : g.k <= 128 ? 4 : 0);
   return g.m * g.n * g.batch > (1ll << 23) ? 0 : 1;
 }
 
-// Launches the product with tile S (and the split-K sum); false (nothing launched) if the grid
-// would pass CUDA's limits (more than 65535 tiles of rows: over 4M rows at BM = 64) or the runtime
-// refuses the kernel its shared memory.
-template <class S>
-bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
-  const int64_t tiles_m = (g.m + S::BM - 1) / S::BM, tiles_n = (g.n + S::BN - 1) / S::BN;
+// Fills p's split of k for a BM x BN tile and returns the grid; false if it would pass CUDA's
+// limits (more than 65535 tiles of rows: over 4M rows at BM = 64).
+bool plan(const Context &c, const MatmulArgs &g, GemmParams &p, int bm, int bn, dim3 &grid) {
+  const int64_t tiles_m = (g.m + bm - 1) / bm, tiles_n = (g.n + bn - 1) / bn;
   const int64_t tiles = tiles_m * tiles_n * g.batch;
   // Split k where the tiles leave SMs idle, in chunks of at least 8 k-tiles, while the partial
   // tiles (and row sums) fit the workspace.
@@ -336,7 +330,24 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
   p.k_chunk = (int)chunk;
   p.splits = (int)((g.k + chunk - 1) / chunk);
   if (tiles_m > 65535 || g.batch * p.splits > 65535) return false;  // the grid's y and z limits
-  const dim3 grid((unsigned)tiles_n, (unsigned)tiles_m, (unsigned)(g.batch * p.splits));
+  grid = dim3((unsigned)tiles_n, (unsigned)tiles_m, (unsigned)(g.batch * p.splits));
+  return true;
+}
+
+// The split-K sum, after a product launched with p.splits > 1.
+void launch_splits_sum(Context &c, const MatmulArgs &g, const GemmParams &p) {
+  const int64_t sums = g.m * g.n + (g.a_sums ? g.m : 0);
+  MT_CUDA_CHECK(launch_pdl_wide(c, gemm_splits_sum_kernel,
+                                grid_of(std::min<int64_t>((sums + 255) / 256, 4 * c.sm_count)), 256, p));
+  MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32 split-K sum)");
+}
+
+// Launches the product with tile S (and the split-K sum); false (nothing launched) if plan()
+// refuses the grid or the runtime refuses the kernel its shared memory.
+template <class S>
+bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
+  dim3 grid;
+  if (!plan(c, g, p, S::BM, S::BN, grid)) return false;
   auto go = [&](auto kernel) {
     if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;
     // Not a programmatic dependent launch: launched so, char-GPT's products back to back took
@@ -355,12 +366,18 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
 #undef MT_GEMM_KERNEL
   if (!launched) return false;
   MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32)");
-  if (p.splits > 1) {
-    const int64_t sums = g.m * g.n + (g.a_sums ? g.m : 0);
-    MT_CUDA_CHECK(launch_pdl_wide(c, gemm_splits_sum_kernel,
-                                  grid_of(std::min<int64_t>((sums + 255) / 256, 4 * c.sm_count)), 256, p));
-    MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32 split-K sum)");
-  }
+  if (p.splits > 1) launch_splits_sum(c, g, p);
+  return true;
+}
+
+// The same with wgmma tile `tile` (gemm_f32_wgmma.cu); false also off a compute capability 9.0
+// device, whose sm_90a code this is.
+bool launch_wgmma(Context &c, const MatmulArgs &g, GemmParams &p, int tile) {
+  dim3 grid;
+  if (c.cc_major != 9 || !plan(c, g, p, 64, kWgmmaTileN[tile], grid)) return false;
+  if (!launch_gemm_f32_wgmma(tile, p, grid, g.trans_a, g.trans_b, c.stream)) return false;
+  MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32 wgmma)");
+  if (p.splits > 1) launch_splits_sum(c, g, p);
   return true;
 }
 
@@ -381,12 +398,14 @@ bool launch_gemm_f32(const MatmulArgs &g) {
   p.stride_a = g.stride_a, p.stride_b = g.stride_b, p.stride_c = g.stride_c;
   p.alpha = (float)g.alpha;
   bool launched = false;
-  switch (pick_tile(g)) {
+  const int tile = pick_tile(c, g);
+  switch (tile) {
     case 0: launched = launch_tile<Tile0>(c, g, p); break;
     case 1: launched = launch_tile<Tile1>(c, g, p); break;
     case 2: launched = launch_tile<Tile2>(c, g, p); break;
     case 3: launched = launch_tile<Tile3>(c, g, p); break;
-    default: launched = launch_tile<Tile4>(c, g, p); break;
+    case 4: launched = launch_tile<Tile4>(c, g, p); break;
+    default: launched = launch_wgmma(c, g, p, tile - kMmaTiles); break;
   }
   if (launched) g_gemm_runs.fetch_add(1, std::memory_order_relaxed);
   return launched;

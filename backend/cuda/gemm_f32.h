@@ -1,5 +1,8 @@
-// gemm_f32.h - the float32 GEMM on TF32 tensor cores with float32 accuracy (gemm_f32.cu).
+// gemm_f32.h - the float32 GEMM on TF32 tensor cores with float32 accuracy (gemm_f32.cu, and
+// its Hopper warpgroup kernel in gemm_f32_wgmma.cu).
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include "backend/backend.h"
 
@@ -11,6 +14,29 @@ namespace cuda {
 // kernel does not apply (not float32, TF32 allowed, beta != 0, both operands transposed, too
 // small, or operands that 16-byte copies cannot read): matmul.cu then takes cuBLAS.
 bool launch_gemm_f32(const MatmulArgs &g);
+
+// ---- between gemm_f32.cu and gemm_f32_wgmma.cu ----------------------------------------------
+
+struct GemmParams {
+  const float *a, *b, *bias;
+  float *c, *a_sums;  // a_sums [m] (batch 1, may be null): the rows' sums of op(A), MatmulArgs' a_sums
+  float *work;  // splits > 1: the splits' partial tiles [splits][m][n], then their row sums [splits][m]
+  int m, n, k, lda, ldb;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha;
+  int splits, k_chunk;  // k range of split s: [s * k_chunk, min(k, (s + 1) * k_chunk))
+};
+
+// The warpgroup (wgmma) kernels' tiles: 64 x kWgmmaTileN[i] of C, kWgmmaStages[i] k-steps staged;
+constexpr int kWgmmaTiles = 5;
+constexpr int kWgmmaTileN[kWgmmaTiles] = {64, 128, 128, 64, 64};
+constexpr int kWgmmaStages[kWgmmaTiles] = {3, 2, 3, 4, 2};
+
+// Launches wgmma tile `tile` over `grid` (x: column tiles, y: row tiles of 64, z: batch x splits)
+// on `stream`; false (nothing launched) if the runtime refuses the kernel its shared memory.
+// Only for a compute capability 9.0 device (the code is sm_90a). a_sums only with trans_a.
+bool launch_gemm_f32_wgmma(int tile, const GemmParams &p, dim3 grid, bool trans_a, bool trans_b,
+                           cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace mt

@@ -12,7 +12,9 @@ float32 mt_linear, mt_matmul and the composed attention, forward and backward:
 
 Each case runs under every selection of the internal hook mt_study_gemm_f32: 0, production (the
 tensor-core kernel where it applies, its tile picked by the output's size), 1, cuBLAS's float32
-GEMM for everything, and 3 + i, the kernel with tile i (of TILES) forced. All are compared with
+GEMM for everything, and 3 + i, the kernel with tile i (of TILES) forced: the mma.sync tiles,
+then the Hopper warpgroup (wgmma) kernel's tiles, which run only on a compute capability 9.0
+device (elsewhere the product goes to cuBLAS). All are compared with
 torch in float64 on the same values. The hook's variant 2 counts the products the
 kernel ran: every case checks that count against the rule the kernel applies by (float32, at
 least 2^21 multiply-adds, leading dimensions multiples of 4).
@@ -22,7 +24,8 @@ with NaN before each case, so an output element the kernel never writes shows up
 relative error ||got - ref|| / ||ref|| below 2e-6 for every selection (float32 products
 accumulated in float32 over k <= 8192 terms: the FMA units' rounding gives a few 1e-7; 3xTF32
 keeps about 21 of float32's 24 bits per product). The split-K weight and bias gradients are also
-computed twice and must agree to the bit (the splits are summed in a fixed order).
+computed twice under each kernel and must agree to the bit (the splits are summed in a fixed
+order).
 
 Run by `make test-gpu`; alone: MINITORCH_LIB=build/libminitorch.so python3 -m unittest
 tests.gpu.test_gemm_f32 -v. Without a usable GPU or without torch every test is skipped.
@@ -49,8 +52,10 @@ TOL = 2e-6
 WORST = {}  # the largest relative error seen, by selection
 SEED = int(os.environ.get("MT_TEST_SEED", "2718"))
 MIN_MACS = 1 << 21
-TILES = 5  # the kernel's tile shapes (gemm_f32.cu's kTiles)
+MMA_TILES = 5  # the mma.sync kernel's tile shapes (gemm_f32.cu's kMmaTiles)
+TILES = MMA_TILES + 5  # and the wgmma kernel's (gemm_f32.h's kWgmmaTiles): gemm_f32.cu's kTiles
 SELECTIONS = (0, 1) + tuple(3 + i for i in range(TILES))
+HOPPER = torch is not None and torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 STUDY = getattr(LIB, "mt_study_gemm_f32", None)
 if STUDY is not None:
@@ -66,6 +71,13 @@ MATMUL_CASES = [(3, 200, 64, 300), (2, 129, 256, 72)]
 
 def kernel_runs():
     return STUDY(2)
+
+
+def runs_under(variant, products):
+    """How many of `products` (which the kernel's rule admits) selection `variant` runs on the kernel."""
+    if variant == 1 or (variant >= 3 + MMA_TILES and not HOPPER):
+        return 0
+    return products
 
 
 def applies(m, n, k, lda, ldb, batch=1):
@@ -136,7 +148,7 @@ class GemmF32Test(unittest.TestCase):
                     poison_pool()
                     before = kernel_runs()
                     got = self.run_linear(x, w, b, dy)
-                    self.assertEqual(kernel_runs() - before, 0 if variant == 1 else expect,
+                    self.assertEqual(kernel_runs() - before, runs_under(variant, expect),
                                      "products the tensor-core kernel ran")
                     for name, gv, wv in zip(("y", "dx", "dW", "db"), got, want):
                         if wv is not None:
@@ -147,11 +159,14 @@ class GemmF32Test(unittest.TestCase):
         x, w, dy = torch.randn(8192, 128, generator=g), torch.randn(384, 128, generator=g), \
             torch.randn(8192, 384, generator=g)
         b = torch.randn(384, generator=g)
-        first = self.run_linear(x, w, b, dy)
-        poison_pool()
-        second = self.run_linear(x, w, b, dy)
-        for name, one, two in zip(("y", "dx", "dW", "db"), first, second):
-            self.assertTrue(torch.equal(one, two), "%s differs between two runs" % name)
+        for variant in (0,) + tuple(3 + i for i in range(TILES)):
+            with self.subTest(variant=variant):
+                self.assertEqual(STUDY(variant), 0)
+                first = self.run_linear(x, w, b, dy)
+                poison_pool()
+                second = self.run_linear(x, w, b, dy)
+                for name, one, two in zip(("y", "dx", "dW", "db"), first, second):
+                    self.assertTrue(torch.equal(one, two), "%s differs between two runs" % name)
 
     def test_batched_matmul(self):
         for n, (batch, m, k, nn) in enumerate(MATMUL_CASES):
@@ -175,7 +190,7 @@ class GemmF32Test(unittest.TestCase):
                         c = U.call("mt_matmul", hs[0], hs[1])
                         self.check("c", from_mt(c, torch.float32), cd.detach(), variant)
                         da, db = backward_of(c, dc, hs, torch.float32)
-                        self.assertEqual(kernel_runs() - before, 0 if variant == 1 else expect,
+                        self.assertEqual(kernel_runs() - before, runs_under(variant, expect),
                                          "products the tensor-core kernel ran")
                         self.check("da", da, ad.grad, variant)
                         self.check("db", db, bd.grad, variant)
@@ -184,19 +199,22 @@ class GemmF32Test(unittest.TestCase):
                             U.release(h)
 
     def test_rows_at_the_grid_limit(self):
-        # 65535 tiles of 64 rows fill the grid's y dimension; one row more goes to cuBLAS
-        for rows, expect in ((65535 * 64, 1), (65535 * 64 + 1, 0)):
+        # 65535 tiles of 64 rows fill the grid's y dimension; one row more goes to cuBLAS (for the
+        # mma.sync kernel in production and the first wgmma tile forced)
+        for variant, rows, expect in ((0, 65535 * 64, 1), (0, 65535 * 64 + 1, 0),
+                                      (3 + MMA_TILES, 65535 * 64, runs_under(3 + MMA_TILES, 1)),
+                                      (3 + MMA_TILES, 65535 * 64 + 1, 0)):
             g = torch.Generator().manual_seed(SEED + rows)
             a, b = torch.randn(rows, 4, generator=g), torch.randn(4, 8, generator=g)
             want = a.double() @ b.double()
-            with self.subTest(rows=rows):
-                self.assertEqual(STUDY(0), 0)
+            with self.subTest(variant=variant, rows=rows):
+                self.assertEqual(STUDY(variant), 0)
                 hs = [to_mt(a), to_mt(b)]
                 try:
                     before = kernel_runs()
                     c = U.call("mt_matmul", hs[0], hs[1])
                     self.assertEqual(kernel_runs() - before, expect, "products the tensor-core kernel ran")
-                    self.check("c", from_mt(c, torch.float32), want, 0)
+                    self.check("c", from_mt(c, torch.float32), want, variant)
                     U.release(c)
                 finally:
                     for h in hs:

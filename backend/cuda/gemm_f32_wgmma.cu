@@ -1,0 +1,306 @@
+// gemm_f32_wgmma.cu - the float32 GEMM of gemm_f32.cu (3xTF32, float32 accuracy) on Hopper's
+// warpgroup MMA (wgmma, sm_90a; built for that target alone, launched only on a 9.0 device).
+//
+// A block is one warpgroup (4 warps, 128 threads) and computes a 64 x BN tile of C over k in
+// steps of 32. TF32 wgmma reads both operands from shared memory K-major only (no transposed
+// forms, unlike 16-bit types), in rows of 32 floats = 128 bytes with the 128-byte swizzle (16-byte
+// chunk c of row r at chunk c ^ (r % 8), tiles 1024-byte aligned; fa_wgmma.cuh's layout). So each
+// k-step is staged, then split once into hi and lo tiles in that layout:
+//   K-major in memory (A when !trans_a, B when trans_b): cp.async writes the chunks straight into
+//     the hi tile, swizzled; the split then rewrites hi in place and writes lo beside it;
+//   M- or N-major (A^T's A stored (k, m), B stored (k, n)): cp.async lands the k-step as it is,
+//     [32][rows], in the lo tile; the split reads it into registers, and after a barrier writes
+//     hi and lo transposed (a warp's 32 consecutive rows: the reads are conflict-free, and 8 rows
+//     of one chunk column write 8 different banks' chunks).
+// Each value is split once per block (the mma.sync kernel splits each fragment in every warp
+// that reads it). A k-step is 4 k8 steps x 3 products (lo x hi, hi x lo, hi x hi: small terms
+// first), into a fresh accumulator that is added to the running sum in float32 (the tensor cores
+// truncate as they accumulate; tf32x3.cuh). The products of step i run while the block splits
+// step i + 1; STAGES k-steps are in flight (the copies of i + 2 .. i + STAGES - 1 as well).
+//
+// a_sums (trans_a only): the threads that split A (row tid % 64, chunks tid / 64 + 2j) add the
+// values up, per k-step into a fresh partial; the two threads of a row are added in a fixed order.
+#include "backend/cuda/gemm_f32.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/tf32x3.cuh"
+#include "backend/cuda/attention/fa_wgmma.cuh"
+
+namespace mt {
+namespace cuda {
+
+namespace {
+
+constexpr int kBK = 32;  // k a step: one 128-byte row per m or n, the swizzle's width
+constexpr int kThreads = 128;
+
+constexpr int kPadM = 64 + 8;  // RS: rows of an M-major A step as staged, [kBK][64 + 8]
+
+template <int BN_, int STAGES_>
+struct WgTile {
+  static constexpr int BM = 64, BN = BN_, STAGES = STAGES_;
+  static constexpr int B_TILE = BN * kBK;  // floats of B's hi or lo tile
+  // A as staged (swizzled K-major, or [kBK][kPadM]) rounded to 1024 bytes, then B hi, B lo
+  static constexpr int A_STAGE = (kBK * kPadM * 4 + 1023) / 1024 * 1024 / 4;
+  static constexpr int STAGE = A_STAGE + 2 * B_TILE;
+  static constexpr size_t SMEM = (size_t)STAGES * STAGE * sizeof(float) + 1024;  // + alignment slack
+};
+
+// Float offset of 16-byte chunk ch (k = 4 ch .. 4 ch + 3) of row r in a swizzled tile.
+__device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r & 7)) << 2); }
+
+// Issues the copies of rows [row0, row0 + R) x k [k0, k0 + kBK) of one operand (zero past rows
+// and kend). KMAJOR: g[row * ld + k] into hi, swizzled; else g[k * ld + row] into lo as [kBK][R].
+template <int R, bool KMAJOR>
+__device__ __forceinline__ void load_operand(float *hi, float *lo, const float *g, int ld, int rows, int row0,
+                                             int k0, int kend) {
+#pragma unroll
+  for (int it = 0; it < R * 8 / kThreads; it++) {
+    const int i = threadIdx.x + it * kThreads;
+    if (KMAJOR) {
+      const int r = i >> 3, ch = i & 7;
+      const bool ok = row0 + r < rows && k0 + ch * 4 < kend;
+      cp_async16(hi + swz(r, ch), ok ? g + (int64_t)(row0 + r) * ld + k0 + ch * 4 : g, ok);
+    } else {
+      const int kr = i / (R / 4), c = i % (R / 4) * 4;
+      const bool ok = k0 + kr < kend && row0 + c < rows;
+      cp_async16(lo + kr * R + c, ok ? g + (int64_t)(k0 + kr) * ld + row0 + c : g, ok);
+    }
+  }
+}
+
+// The values one thread splits: chunk (r, ch) for i = tid + it * kThreads, r = i % R, ch = i / R
+// (M/N-major: consecutive rows a warp) or r = i / 8, ch = i % 8 (K-major: as copied).
+template <int R, bool KMAJOR>
+struct Chunks {
+  static constexpr int N = R * 8 / kThreads;
+  float4 v[N];
+  __device__ __forceinline__ static int row(int it) {
+    const int i = threadIdx.x + it * kThreads;
+    return KMAJOR ? i >> 3 : i % R;
+  }
+  __device__ __forceinline__ static int chunk(int it) {
+    const int i = threadIdx.x + it * kThreads;
+    return KMAJOR ? i & 7 : i / R;
+  }
+  __device__ __forceinline__ void read(const float *hi, const float *lo) {
+#pragma unroll
+    for (int it = 0; it < N; it++) {
+      const int r = row(it), ch = chunk(it);
+      if (KMAJOR) {
+        v[it] = *reinterpret_cast<const float4 *>(hi + swz(r, ch));
+      } else {
+        v[it].x = lo[(4 * ch + 0) * R + r], v[it].y = lo[(4 * ch + 1) * R + r];
+        v[it].z = lo[(4 * ch + 2) * R + r], v[it].w = lo[(4 * ch + 3) * R + r];
+      }
+    }
+  }
+  __device__ __forceinline__ void write(float *hi, float *lo) const {
+#pragma unroll
+    for (int it = 0; it < N; it++) {
+      const int off = swz(row(it), chunk(it));
+      const Tf32 x = split_tf32_fast(v[it].x), y = split_tf32_fast(v[it].y), z = split_tf32_fast(v[it].z),
+                 w = split_tf32_fast(v[it].w);
+      *reinterpret_cast<uint4 *>(hi + off) = make_uint4(x.hi, y.hi, z.hi, w.hi);
+      *reinterpret_cast<uint4 *>(lo + off) = make_uint4(x.lo, y.lo, z.lo, w.lo);
+    }
+  }
+};
+
+template <int BN>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t db, int accumulate) {
+  if constexpr (BN == 64) fa::wgmma_rs_tf32_n64(d, a, db, accumulate);
+  else fa::wgmma_rs_tf32_n128(d, a, db, accumulate);
+}
+
+// This warp's A fragments of a staged step (rows 16 warp + g (+ 8), k 8 kk + t (+ 4); the
+// m16n8k8 TF32 layout, tf32x3.cuh): K-major by ldmatrix from the swizzled tile (8 rows of one
+// 16-byte chunk are an 8 x 4 tile of 32-bit values), M-major by 4-byte loads.
+template <bool TA>
+__device__ __forceinline__ void read_a_frags(float (&x)[kBK / 8][4], const float *as) {
+  const int lane = threadIdx.x & 31, r0 = (threadIdx.x >> 5) * 16;
+#pragma unroll
+  for (int kk = 0; kk < kBK / 8; kk++) {
+    if constexpr (!TA) {
+      uint32_t v[4];
+      fa::ldmatrix_x4(v, as + swz(r0 + (lane & 7) + (lane & 8), 2 * kk + (lane >> 4)));
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[kk][e] = __uint_as_float(v[e]);
+    } else {
+      const int r = r0 + (lane >> 2), k = 8 * kk + (lane & 3);
+      x[kk][0] = as[k * kPadM + r], x[kk][1] = as[k * kPadM + r + 8];
+      x[kk][2] = as[(k + 4) * kPadM + r], x[kk][3] = as[(k + 4) * kPadM + r + 8];
+    }
+  }
+}
+
+template <class S, bool TA, bool TB, bool SUMS>
+__global__ void __launch_bounds__(kThreads) gemm_f32_wgmma_kernel(const GemmParams p) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  float *smem = reinterpret_cast<float *>(fa::align1024(smem_raw));
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int m0 = blockIdx.y * S::BM, n0 = blockIdx.x * S::BN;
+  const int split = (int)(blockIdx.z % (unsigned)p.splits);
+  const int64_t batch = blockIdx.z / (unsigned)p.splits;
+  const float *a = p.a + batch * p.stride_a, *b = p.b + batch * p.stride_b;
+  const int kbeg = split * p.k_chunk, kend = min(p.k, kbeg + p.k_chunk);
+  const int tiles = (kend - kbeg + kBK - 1) / kBK;
+  constexpr bool B_K = TB;  // B K-major in memory (A: !TA)
+
+  auto a_st = [&](int s) { return smem + s * S::STAGE; };  // A as staged
+  auto b_hi = [&](int s) { return smem + s * S::STAGE + S::A_STAGE; };
+  auto b_lo = [&](int s) { return smem + s * S::STAGE + S::A_STAGE + S::B_TILE; };
+  auto load = [&](int s, int k0) {
+    if constexpr (TA) {  // [kBK][kPadM]: the fragments' 4-byte loads are conflict-free
+#pragma unroll
+      for (int it = 0; it < S::BM * 8 / kThreads; it++) {
+        const int i = threadIdx.x + it * kThreads, kr = i / (S::BM / 4), c = i % (S::BM / 4) * 4;
+        const bool ok = k0 + kr < kend && m0 + c < p.m;
+        cp_async16(a_st(s) + kr * kPadM + c, ok ? a + (int64_t)(k0 + kr) * p.lda + m0 + c : a, ok);
+      }
+    } else {
+      load_operand<S::BM, true>(a_st(s), nullptr, a, p.lda, p.m, m0, k0, kend);
+    }
+    load_operand<S::BN, B_K>(b_hi(s), b_lo(s), b, p.ldb, p.n, n0, k0, kend);
+  };
+  const bool row_sums = SUMS && blockIdx.x == 0;  // block-uniform
+  float rsum[2] = {};  // rows 16 warp + g (+ 8): the sums of this thread's fragments
+  auto split_b = [&](int s) {
+    Chunks<S::BN, B_K> cb;
+    cb.read(b_hi(s), b_lo(s));
+    if (!B_K) __syncthreads();  // every raw value is read before lo is overwritten
+    cb.write(b_hi(s), b_lo(s));
+    fa::fence_proxy_async();  // the split tiles are read by wgmma next
+  };
+  // The A fragments of the step in flight, split; x the next step's as read.
+  uint32_t ah[kBK / 8][4], al[kBK / 8][4];
+  float x[kBK / 8][4];
+  auto split_a = [&]() {
+    if (row_sums) {  // per step into a fresh partial
+      float part[2] = {};
+#pragma unroll
+      for (int kk = 0; kk < kBK / 8; kk++) part[0] += x[kk][0] + x[kk][2], part[1] += x[kk][1] + x[kk][3];
+      rsum[0] += part[0], rsum[1] += part[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBK / 8; kk++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const Tf32 v = split_tf32_fast(x[kk][e]);
+        ah[kk][e] = v.hi, al[kk][e] = v.lo;
+      }
+  };
+
+#pragma unroll
+  for (int s = 0; s < S::STAGES; s++) {
+    if (s < tiles) load(s, kbeg + s * kBK);
+    cp_async_commit();
+  }
+  cp_async_wait<S::STAGES - 1>();
+  __syncthreads();
+  split_b(0);
+  read_a_frags<TA>(x, a_st(0));
+  split_a();
+  __syncthreads();
+
+  float acc[S::BN / 2] = {}, part[S::BN / 2] = {};
+  for (int kt = 0; kt < tiles; kt++) {
+    const int s = kt % S::STAGES;
+    const uint32_t bhi = fa::smem_u32(b_hi(s)), blo = fa::smem_u32(b_lo(s));
+    fa::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 8; kk++) {  // a k8 step is 32 bytes along the swizzled rows
+      const uint64_t dbh = fa::smem_desc(bhi + kk * 32, 16, 1024), dbl = fa::smem_desc(blo + kk * 32, 16, 1024);
+      wgmma_tf32<S::BN>(part, al[kk], dbh, kk > 0);
+      wgmma_tf32<S::BN>(part, ah[kk], dbl, 1);
+      wgmma_tf32<S::BN>(part, ah[kk], dbh, 1);
+    }
+    fa::wgmma_commit();
+    if (kt + 1 < tiles) {  // split the next step while the tensor cores work
+      cp_async_wait<S::STAGES - 2>();
+      __syncthreads();
+      split_b((kt + 1) % S::STAGES);
+      read_a_frags<TA>(x, a_st((kt + 1) % S::STAGES));
+    }
+    fa::wgmma_wait<0>();
+    if (kt + 1 < tiles) split_a();  // the products that read ah, al are done
+#pragma unroll
+    for (int i = 0; i < S::BN / 2; i++) acc[i] += part[i];
+    __syncthreads();  // the products of step kt are done in every warp; the split of kt + 1 is visible
+    if (kt + S::STAGES < tiles) load(s, kbeg + (kt + S::STAGES) * kBK);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+
+  if (row_sums) {  // the 4 lanes of a row (t = 0..3) add theirs as a fixed tree
+    float *sums = p.splits > 1 ? p.work + (int64_t)p.splits * p.m * p.n + (int64_t)split * p.m : p.a_sums;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float v = rsum[h];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      const int row = m0 + 16 * warp + g + 8 * h;
+      if (t == 0 && row < p.m) sums[row] = v;
+    }
+  }
+
+  // Accumulator 4j + 2h + e: row 16 warp + g + 8h, column 8j + 2t + e.
+  float *c = p.splits > 1 ? p.work + (int64_t)split * p.m * p.n : p.c + batch * p.stride_c;
+  const bool bias = p.splits == 1 && p.bias;
+  const bool pairs = (p.n & 1) == 0 && (p.splits > 1 || (p.stride_c & 1) == 0);  // 8-byte aligned pairs
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int row = m0 + 16 * warp + g + 8 * h;
+    if (row >= p.m) continue;
+    float *out = c + (int64_t)row * p.n;
+#pragma unroll
+    for (int j = 0; j < S::BN / 8; j++) {
+      const int col = n0 + 8 * j + 2 * t;
+      float v0 = p.alpha * acc[4 * j + 2 * h], v1 = p.alpha * acc[4 * j + 2 * h + 1];
+      if (pairs && col + 1 < p.n) {
+        if (bias) v0 += p.bias[col], v1 += p.bias[col + 1];
+        *reinterpret_cast<float2 *>(out + col) = make_float2(v0, v1);
+      } else {
+        if (col < p.n) out[col] = bias ? v0 + p.bias[col] : v0;
+        if (col + 1 < p.n) out[col + 1] = bias ? v1 + p.bias[col + 1] : v1;
+      }
+    }
+  }
+}
+
+template <class S>
+bool launch(const GemmParams &p, dim3 grid, bool ta, bool tb, cudaStream_t stream) {
+  auto go = [&](auto kernel) {
+    if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;
+    decltype(kernel)::value<<<grid, kThreads, S::SMEM, stream>>>(p);
+    return true;
+  };
+#define MT_WG_KERNEL(TA, TB, SUMS)                                                                      \
+  std::integral_constant<decltype(&gemm_f32_wgmma_kernel<S, TA, TB, SUMS>), &gemm_f32_wgmma_kernel<S, TA, TB, SUMS>>()
+  return p.a_sums ? go(MT_WG_KERNEL(true, false, true))
+         : ta     ? go(MT_WG_KERNEL(true, false, false))
+         : tb     ? go(MT_WG_KERNEL(false, true, false))
+                  : go(MT_WG_KERNEL(false, false, false));
+#undef MT_WG_KERNEL
+}
+
+}  // namespace
+
+bool launch_gemm_f32_wgmma(int tile, const GemmParams &p, dim3 grid, bool trans_a, bool trans_b,
+                           cudaStream_t stream) {
+  static_assert(kWgmmaTileN[0] == 64 && kWgmmaStages[0] == 3, "tile 0");
+  static_assert(kWgmmaTileN[1] == 128 && kWgmmaStages[1] == 2, "tile 1");
+  static_assert(kWgmmaTileN[2] == 128 && kWgmmaStages[2] == 3, "tile 2");
+  static_assert(kWgmmaTileN[3] == 64 && kWgmmaStages[3] == 4, "tile 3");
+  static_assert(kWgmmaTileN[4] == 64 && kWgmmaStages[4] == 2, "tile 4");
+  switch (tile) {
+    case 0: return launch<WgTile<64, 3>>(p, grid, trans_a, trans_b, stream);
+    case 1: return launch<WgTile<128, 2>>(p, grid, trans_a, trans_b, stream);
+    case 2: return launch<WgTile<128, 3>>(p, grid, trans_a, trans_b, stream);
+    case 3: return launch<WgTile<64, 4>>(p, grid, trans_a, trans_b, stream);
+    default: return launch<WgTile<64, 2>>(p, grid, trans_a, trans_b, stream);
+  }
+}
+
+}  // namespace cuda
+}  // namespace mt
