@@ -10,7 +10,12 @@
 // split_tf32_fast, against 2^-24 for an FMA; the sums' rounding dominates either way), at a third
 // of the tensor cores' TF32 rate, which is still above the FMA units' float32 rate.
 //
-// The kernel: a block computes a BM x BN tile of C (Tile: 64 x 64 with 4 warps in production, 64
+// Two kernels: on a compute capability 9.0 device (H100, H200) the warpgroup-MMA kernel of
+// gemm_f32_wgmma.cu (pick_tile; about 1.3x this file's kernel at char-GPT's products and 1.45x
+// at 4096^3 on an H100), elsewhere this file's mma.sync kernel. Both share applies(), the split
+// of k (plan()) and its ordered sum.
+//
+// The mma.sync kernel: a block computes a BM x BN tile of C (Tile: 64 x 64 with 4 warps in production, 64
 // x 128 with 8 for outputs over 2^23 elements; pick_tile), each warp 32 x 32 (2 m16 x 4 n8 mma
 // tiles), over k in steps of 32 staged through shared memory by cp.async, 3 stages deep. Each
 // operand's tile keeps its global layout in shared memory (no transposes: 16-byte copies for each
@@ -296,19 +301,23 @@ bool applies(const MatmulArgs &g) {
          is_aligned16(g.b);
 }
 
-// The tile: 64 x 64 (4 warps, up to 4 blocks an SM) unless the output has more than 2^23
-// elements, where 64 x 128 (8 warps, 2 blocks an SM) is 10% faster (4096^3: 2434 against 2707 us
+// The mma.sync kernel's tile, off Hopper: 64 x 64 (4 warps, up to 4 blocks an SM) unless the
+// output has more than 2^23 elements, where 64 x 128 (8 warps, 2 blocks an SM) is 10% faster (4096^3: 2434 against 2707 us
 // on an H200). At char-GPT's products (outputs of 2^20 to 2^22, k 128 to 8192) 64 x 64 took 307 us
 // where 64 x 128 took 360, 128 x 64 365, 32 x 128 328, 128 x 128 450 and (in another run) 32 x 64
 // 371 (scripts/bench/gemm_study.py).
-// On a compute capability 9.0 device the wgmma kernel (gemm_f32_wgmma.cu): 64 x 128 tiles with
-// 2 stages for outputs of 2^22 elements or more, else 64 x 64 with 2 stages where k is at most 128
-// (one pass of 4 steps: 3 blocks an SM fit) and 3 stages where it is longer (H100, gemm_study.py:
-// char-GPT's products 240.7 us against 306.7 for the mma.sync kernel; 4096^3 1825 against 2657).
+// On a compute capability 9.0 device, the wgmma kernel (gemm_f32_wgmma.cu): 128 x 128 tiles (two
+// warpgroups sharing B's split) for outputs of 2^24 elements or more, 64 x 128 with 2 stages from
+// 2^22, else 64 x 64 with 2 stages where k is at most 128 (one pass of 4 steps: 3 blocks an SM
+// fit) and 3 stages where it is longer (H100, gemm_study.py: char-GPT's products 240.7 us against
+// 306.7 for the mma.sync kernel; 4096^3 1672 against 1812 for 64 x 128 and 2657 for mma.sync).
 int pick_tile(const Context &c, const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;
-  if (c.cc_major == 9) return kMmaTiles + (g.m * g.n * g.batch >= (1ll << 22) ? 1 : g.k <= 128 ? 4 : 0);
+  if (c.cc_major == 9) {
+    const int64_t out = g.m * g.n * g.batch;
+    return kMmaTiles + (out >= (1ll << 24) ? 5 : out >= (1ll << 22) ? 1 : g.k <= 128 ? 4 : 0);
+  }
   return g.m * g.n * g.batch > (1ll << 23) ? 0 : 1;
 }
 
@@ -374,7 +383,7 @@ bool launch_tile(Context &c, const MatmulArgs &g, GemmParams &p) {
 // device, whose sm_90a code this is.
 bool launch_wgmma(Context &c, const MatmulArgs &g, GemmParams &p, int tile) {
   dim3 grid;
-  if (c.cc_major != 9 || !plan(c, g, p, 64, kWgmmaTileN[tile], grid)) return false;
+  if (c.cc_major != 9 || !plan(c, g, p, kWgmmaTileM[tile], kWgmmaTileN[tile], grid)) return false;
   if (!launch_gemm_f32_wgmma(tile, p, grid, g.trans_a, g.trans_b, c.stream)) return false;
   MT_CUDA_CHECK_LAUNCH("matmul (gemm_f32 wgmma)");
   if (p.splits > 1) launch_splits_sum(c, g, p);

@@ -27,12 +27,14 @@ struct GemmParams {
   int splits, k_chunk;  // k range of split s: [s * k_chunk, min(k, (s + 1) * k_chunk))
 };
 
-// The warpgroup (wgmma) kernels' tiles: 64 x kWgmmaTileN[i] of C, kWgmmaStages[i] k-steps staged;
-constexpr int kWgmmaTiles = 5;
-constexpr int kWgmmaTileN[kWgmmaTiles] = {64, 128, 128, 64, 64};
-constexpr int kWgmmaStages[kWgmmaTiles] = {3, 2, 3, 4, 2};
+// The warpgroup (wgmma) kernel's tiles: kWgmmaTileM[i] x kWgmmaTileN[i] of C (a warpgroup per 64
+// rows), kWgmmaStages[i] k-steps staged.
+constexpr int kWgmmaTiles = 7;
+constexpr int kWgmmaTileM[kWgmmaTiles] = {64, 64, 64, 64, 64, 128, 128};
+constexpr int kWgmmaTileN[kWgmmaTiles] = {64, 128, 128, 64, 64, 128, 64};
+constexpr int kWgmmaStages[kWgmmaTiles] = {3, 2, 3, 4, 2, 2, 3};
 
-// Launches wgmma tile `tile` over `grid` (x: column tiles, y: row tiles of 64, z: batch x splits)
+// Launches wgmma tile `tile` over `grid` (x: column tiles, y: row tiles, z: batch x splits)
 // on `stream`; false (nothing launched) if the runtime refuses the kernel its shared memory.
 // Only for a compute capability 9.0 device (the code is sm_90a). a_sums only with trans_a.
 bool launch_gemm_f32_wgmma(int tile, const GemmParams &p, dim3 grid, bool trans_a, bool trans_b,

@@ -31,16 +31,15 @@ namespace cuda {
 namespace {
 
 constexpr int kBK = 32;  // k a step: one 128-byte row per m or n, the swizzle's width
-constexpr int kThreads = 128;
 
-constexpr int kPadM = 64 + 8;  // RS: rows of an M-major A step as staged, [kBK][64 + 8]
-
-template <int BN_, int STAGES_>
+// BM / 64 warpgroups, each 64 rows of the tile; they share the split B tiles.
+template <int BM_, int BN_, int STAGES_>
 struct WgTile {
-  static constexpr int BM = 64, BN = BN_, STAGES = STAGES_;
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, THREADS = 2 * BM;
+  static constexpr int PAD_M = BM + 8;  // rows of an M-major A step as staged, [kBK][BM + 8]
   static constexpr int B_TILE = BN * kBK;  // floats of B's hi or lo tile
-  // A as staged (swizzled K-major, or [kBK][kPadM]) rounded to 1024 bytes, then B hi, B lo
-  static constexpr int A_STAGE = (kBK * kPadM * 4 + 1023) / 1024 * 1024 / 4;
+  // A as staged (swizzled K-major, or [kBK][PAD_M]) rounded to 1024 bytes, then B hi, B lo
+  static constexpr int A_STAGE = (kBK * PAD_M * 4 + 1023) / 1024 * 1024 / 4;
   static constexpr int STAGE = A_STAGE + 2 * B_TILE;
   static constexpr size_t SMEM = (size_t)STAGES * STAGE * sizeof(float) + 1024;  // + alignment slack
 };
@@ -50,12 +49,12 @@ __device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r &
 
 // Issues the copies of rows [row0, row0 + R) x k [k0, k0 + kBK) of one operand (zero past rows
 // and kend). KMAJOR: g[row * ld + k] into hi, swizzled; else g[k * ld + row] into lo as [kBK][R].
-template <int R, bool KMAJOR>
+template <int R, bool KMAJOR, int NT>
 __device__ __forceinline__ void load_operand(float *hi, float *lo, const float *g, int ld, int rows, int row0,
                                              int k0, int kend) {
 #pragma unroll
-  for (int it = 0; it < R * 8 / kThreads; it++) {
-    const int i = threadIdx.x + it * kThreads;
+  for (int it = 0; it < R * 8 / NT; it++) {
+    const int i = threadIdx.x + it * NT;
     if (KMAJOR) {
       const int r = i >> 3, ch = i & 7;
       const bool ok = row0 + r < rows && k0 + ch * 4 < kend;
@@ -68,18 +67,18 @@ __device__ __forceinline__ void load_operand(float *hi, float *lo, const float *
   }
 }
 
-// The values one thread splits: chunk (r, ch) for i = tid + it * kThreads, r = i % R, ch = i / R
+// The values one thread (of NT) splits: chunk (r, ch) for i = tid + it * NT, r = i % R, ch = i / R
 // (M/N-major: consecutive rows a warp) or r = i / 8, ch = i % 8 (K-major: as copied).
-template <int R, bool KMAJOR>
+template <int R, bool KMAJOR, int NT>
 struct Chunks {
-  static constexpr int N = R * 8 / kThreads;
+  static constexpr int N = R * 8 / NT;
   float4 v[N];
   __device__ __forceinline__ static int row(int it) {
-    const int i = threadIdx.x + it * kThreads;
+    const int i = threadIdx.x + it * NT;
     return KMAJOR ? i >> 3 : i % R;
   }
   __device__ __forceinline__ static int chunk(int it) {
-    const int i = threadIdx.x + it * kThreads;
+    const int i = threadIdx.x + it * NT;
     return KMAJOR ? i & 7 : i / R;
   }
   __device__ __forceinline__ void read(const float *hi, const float *lo) {
@@ -115,7 +114,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[BN / 2], const uint32_t (&
 // This warp's A fragments of a staged step (rows 16 warp + g (+ 8), k 8 kk + t (+ 4); the
 // m16n8k8 TF32 layout, tf32x3.cuh): K-major by ldmatrix from the swizzled tile (8 rows of one
 // 16-byte chunk are an 8 x 4 tile of 32-bit values), M-major by 4-byte loads.
-template <bool TA>
+template <bool TA, int PAD_M>
 __device__ __forceinline__ void read_a_frags(float (&x)[kBK / 8][4], const float *as) {
   const int lane = threadIdx.x & 31, r0 = (threadIdx.x >> 5) * 16;
 #pragma unroll
@@ -127,14 +126,14 @@ __device__ __forceinline__ void read_a_frags(float (&x)[kBK / 8][4], const float
       for (int e = 0; e < 4; e++) x[kk][e] = __uint_as_float(v[e]);
     } else {
       const int r = r0 + (lane >> 2), k = 8 * kk + (lane & 3);
-      x[kk][0] = as[k * kPadM + r], x[kk][1] = as[k * kPadM + r + 8];
-      x[kk][2] = as[(k + 4) * kPadM + r], x[kk][3] = as[(k + 4) * kPadM + r + 8];
+      x[kk][0] = as[k * PAD_M + r], x[kk][1] = as[k * PAD_M + r + 8];
+      x[kk][2] = as[(k + 4) * PAD_M + r], x[kk][3] = as[(k + 4) * PAD_M + r + 8];
     }
   }
 }
 
 template <class S, bool TA, bool TB, bool SUMS>
-__global__ void __launch_bounds__(kThreads) gemm_f32_wgmma_kernel(const GemmParams p) {
+__global__ void __launch_bounds__(S::THREADS) gemm_f32_wgmma_kernel(const GemmParams p) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   float *smem = reinterpret_cast<float *>(fa::align1024(smem_raw));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -151,22 +150,22 @@ __global__ void __launch_bounds__(kThreads) gemm_f32_wgmma_kernel(const GemmPara
   auto b_hi = [&](int s) { return smem + s * S::STAGE + S::A_STAGE; };
   auto b_lo = [&](int s) { return smem + s * S::STAGE + S::A_STAGE + S::B_TILE; };
   auto load = [&](int s, int k0) {
-    if constexpr (TA) {  // [kBK][kPadM]: the fragments' 4-byte loads are conflict-free
+    if constexpr (TA) {  // [kBK][PAD_M]: the fragments' 4-byte loads are conflict-free
 #pragma unroll
-      for (int it = 0; it < S::BM * 8 / kThreads; it++) {
-        const int i = threadIdx.x + it * kThreads, kr = i / (S::BM / 4), c = i % (S::BM / 4) * 4;
+      for (int it = 0; it < S::BM * 8 / S::THREADS; it++) {
+        const int i = threadIdx.x + it * S::THREADS, kr = i / (S::BM / 4), c = i % (S::BM / 4) * 4;
         const bool ok = k0 + kr < kend && m0 + c < p.m;
-        cp_async16(a_st(s) + kr * kPadM + c, ok ? a + (int64_t)(k0 + kr) * p.lda + m0 + c : a, ok);
+        cp_async16(a_st(s) + kr * S::PAD_M + c, ok ? a + (int64_t)(k0 + kr) * p.lda + m0 + c : a, ok);
       }
     } else {
-      load_operand<S::BM, true>(a_st(s), nullptr, a, p.lda, p.m, m0, k0, kend);
+      load_operand<S::BM, true, S::THREADS>(a_st(s), nullptr, a, p.lda, p.m, m0, k0, kend);
     }
-    load_operand<S::BN, B_K>(b_hi(s), b_lo(s), b, p.ldb, p.n, n0, k0, kend);
+    load_operand<S::BN, B_K, S::THREADS>(b_hi(s), b_lo(s), b, p.ldb, p.n, n0, k0, kend);
   };
   const bool row_sums = SUMS && blockIdx.x == 0;  // block-uniform
   float rsum[2] = {};  // rows 16 warp + g (+ 8): the sums of this thread's fragments
   auto split_b = [&](int s) {
-    Chunks<S::BN, B_K> cb;
+    Chunks<S::BN, B_K, S::THREADS> cb;
     cb.read(b_hi(s), b_lo(s));
     if (!B_K) __syncthreads();  // every raw value is read before lo is overwritten
     cb.write(b_hi(s), b_lo(s));
@@ -199,7 +198,7 @@ __global__ void __launch_bounds__(kThreads) gemm_f32_wgmma_kernel(const GemmPara
   cp_async_wait<S::STAGES - 1>();
   __syncthreads();
   split_b(0);
-  read_a_frags<TA>(x, a_st(0));
+  read_a_frags<TA, S::PAD_M>(x, a_st(0));
   split_a();
   __syncthreads();
 
@@ -220,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) gemm_f32_wgmma_kernel(const GemmPara
       cp_async_wait<S::STAGES - 2>();
       __syncthreads();
       split_b((kt + 1) % S::STAGES);
-      read_a_frags<TA>(x, a_st((kt + 1) % S::STAGES));
+      read_a_frags<TA, S::PAD_M>(x, a_st((kt + 1) % S::STAGES));
     }
     fa::wgmma_wait<0>();
     if (kt + 1 < tiles) split_a();  // the products that read ah, al are done
@@ -272,7 +271,7 @@ template <class S>
 bool launch(const GemmParams &p, dim3 grid, bool ta, bool tb, cudaStream_t stream) {
   auto go = [&](auto kernel) {
     if (!allow_smem<decltype(kernel)::value>(S::SMEM)) return false;
-    decltype(kernel)::value<<<grid, kThreads, S::SMEM, stream>>>(p);
+    decltype(kernel)::value<<<grid, S::THREADS, S::SMEM, stream>>>(p);
     return true;
   };
 #define MT_WG_KERNEL(TA, TB, SUMS)                                                                      \
@@ -288,17 +287,20 @@ bool launch(const GemmParams &p, dim3 grid, bool ta, bool tb, cudaStream_t strea
 
 bool launch_gemm_f32_wgmma(int tile, const GemmParams &p, dim3 grid, bool trans_a, bool trans_b,
                            cudaStream_t stream) {
-  static_assert(kWgmmaTileN[0] == 64 && kWgmmaStages[0] == 3, "tile 0");
-  static_assert(kWgmmaTileN[1] == 128 && kWgmmaStages[1] == 2, "tile 1");
-  static_assert(kWgmmaTileN[2] == 128 && kWgmmaStages[2] == 3, "tile 2");
-  static_assert(kWgmmaTileN[3] == 64 && kWgmmaStages[3] == 4, "tile 3");
-  static_assert(kWgmmaTileN[4] == 64 && kWgmmaStages[4] == 2, "tile 4");
   switch (tile) {
-    case 0: return launch<WgTile<64, 3>>(p, grid, trans_a, trans_b, stream);
-    case 1: return launch<WgTile<128, 2>>(p, grid, trans_a, trans_b, stream);
-    case 2: return launch<WgTile<128, 3>>(p, grid, trans_a, trans_b, stream);
-    case 3: return launch<WgTile<64, 4>>(p, grid, trans_a, trans_b, stream);
-    default: return launch<WgTile<64, 2>>(p, grid, trans_a, trans_b, stream);
+#define MT_WG_TILE(i, BM, BN, ST)                                                                            \
+  case i:                                                                                                   \
+    static_assert(kWgmmaTileM[i] == BM && kWgmmaTileN[i] == BN && kWgmmaStages[i] == ST, "gemm_f32.h's table"); \
+    return launch<WgTile<BM, BN, ST>>(p, grid, trans_a, trans_b, stream);
+    MT_WG_TILE(0, 64, 64, 3)
+    MT_WG_TILE(1, 64, 128, 2)
+    MT_WG_TILE(2, 64, 128, 3)
+    MT_WG_TILE(3, 64, 64, 4)
+    MT_WG_TILE(4, 64, 64, 2)
+    MT_WG_TILE(5, 128, 128, 2)
+    MT_WG_TILE(6, 128, 64, 3)
+#undef MT_WG_TILE
+    default: return false;
   }
 }
 

@@ -53,7 +53,7 @@ WORST = {}  # the largest relative error seen, by selection
 SEED = int(os.environ.get("MT_TEST_SEED", "2718"))
 MIN_MACS = 1 << 21
 MMA_TILES = 5  # the mma.sync kernel's tile shapes (gemm_f32.cu's kMmaTiles)
-TILES = MMA_TILES + 5  # and the wgmma kernel's (gemm_f32.h's kWgmmaTiles): gemm_f32.cu's kTiles
+TILES = MMA_TILES + 7  # and the wgmma kernel's (gemm_f32.h's kWgmmaTiles): gemm_f32.cu's kTiles
 SELECTIONS = (0, 1) + tuple(3 + i for i in range(TILES))
 HOPPER = torch is not None and torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
@@ -199,26 +199,24 @@ class GemmF32Test(unittest.TestCase):
                             U.release(h)
 
     def test_rows_at_the_grid_limit(self):
-        # 65535 tiles of 64 rows fill the grid's y dimension; one row more goes to cuBLAS (for the
-        # mma.sync kernel in production and the first wgmma tile forced)
-        for variant, rows, expect in ((0, 65535 * 64, 1), (0, 65535 * 64 + 1, 0),
-                                      (3 + MMA_TILES, 65535 * 64, runs_under(3 + MMA_TILES, 1)),
-                                      (3 + MMA_TILES, 65535 * 64 + 1, 0)):
-            g = torch.Generator().manual_seed(SEED + rows)
-            a, b = torch.randn(rows, 4, generator=g), torch.randn(4, 8, generator=g)
-            want = a.double() @ b.double()
-            with self.subTest(variant=variant, rows=rows):
-                self.assertEqual(STUDY(variant), 0)
-                hs = [to_mt(a), to_mt(b)]
-                try:
-                    before = kernel_runs()
-                    c = U.call("mt_matmul", hs[0], hs[1])
-                    self.assertEqual(kernel_runs() - before, expect, "products the tensor-core kernel ran")
-                    self.check("c", from_mt(c, torch.float32), want, variant)
-                    U.release(c)
-                finally:
-                    for h in hs:
-                        U.release(h)
+        # 65535 tiles of BM rows fill the grid's y dimension; one row more goes to cuBLAS: the
+        # mma.sync kernel's 64 x 64 tile, and the wgmma kernel's 64- and 128-row tiles (forced)
+        for variant, bm in ((3 + 1, 64), (3 + MMA_TILES, 64), (3 + MMA_TILES + 5, 128)):
+            for rows, expect in ((65535 * bm, runs_under(variant, 1)), (65535 * bm + 1, 0)):
+                g = torch.Generator().manual_seed(SEED + rows)
+                a, b = torch.randn(rows, 4, generator=g), torch.randn(4, 8, generator=g)
+                want = a.double() @ b.double()
+                with self.subTest(variant=variant, rows=rows):
+                    self.assertEqual(STUDY(variant), 0)
+                    hs = [to_mt(a), to_mt(b)]
+                    try:
+                        before = kernel_runs()
+                        hs.append(U.call("mt_matmul", hs[0], hs[1]))
+                        self.assertEqual(kernel_runs() - before, expect, "products the tensor-core kernel ran")
+                        self.check("c", from_mt(hs[2], torch.float32), want, variant)
+                    finally:
+                        for h in hs:
+                            U.release(h)
 
     def test_sdpa_head_dim_64(self):
         B, H, T, D = 2, 2, 128, 64
