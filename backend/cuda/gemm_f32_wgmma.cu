@@ -1,25 +1,33 @@
 // gemm_f32_wgmma.cu - the float32 GEMM of gemm_f32.cu (3xTF32, float32 accuracy) on Hopper's
 // warpgroup MMA (wgmma, sm_90a; built for that target alone, launched only on a 9.0 device).
 //
-// A block is one warpgroup (4 warps, 128 threads) and computes a 64 x BN tile of C over k in
-// steps of 32. TF32 wgmma reads both operands from shared memory K-major only (no transposed
-// forms, unlike 16-bit types), in rows of 32 floats = 128 bytes with the 128-byte swizzle (16-byte
-// chunk c of row r at chunk c ^ (r % 8), tiles 1024-byte aligned; fa_wgmma.cuh's layout). So each
-// k-step is staged, then split once into hi and lo tiles in that layout:
-//   K-major in memory (A when !trans_a, B when trans_b): cp.async writes the chunks straight into
-//     the hi tile, swizzled; the split then rewrites hi in place and writes lo beside it;
-//   M- or N-major (A^T's A stored (k, m), B stored (k, n)): cp.async lands the k-step as it is,
-//     [32][rows], in the lo tile; the split reads it into registers, and after a barrier writes
-//     hi and lo transposed (a warp's 32 consecutive rows: the reads are conflict-free, and 8 rows
-//     of one chunk column write 8 different banks' chunks).
-// Each value is split once per block (the mma.sync kernel splits each fragment in every warp
-// that reads it). A k-step is 4 k8 steps x 3 products (lo x hi, hi x lo, hi x hi: small terms
-// first), into a fresh accumulator that is added to the running sum in float32 (the tensor cores
-// truncate as they accumulate; tf32x3.cuh). The products of step i run while the block splits
-// step i + 1; STAGES k-steps are in flight (the copies of i + 2 .. i + STAGES - 1 as well).
+// A block of BM / 64 warpgroups (4 warps, 128 threads each) computes a BM x BN tile of C over k
+// in steps of 32; warpgroup w owns rows 64w .. 64w + 63, each warp 16 of them.
+//   A comes from registers: each warp reads its m16n8k8 TF32 fragments (tf32x3.cuh) from the
+//     staged step (ldmatrix from the swizzled tile when A is K-major, 4-byte loads from [32][BM +
+//     8] when A is stored (k, m)) and splits them into hi and lo there, once per block.
+//   B comes from shared memory. TF32 wgmma reads it K-major only (no transposed forms, unlike
+//     16-bit types), in rows of 32 floats = 128 bytes with the 128-byte swizzle (16-byte chunk c
+//     of row r at chunk c ^ (r % 8), tiles 1024-byte aligned; fa_wgmma.cuh's layout), so each
+//     step of B is split once, by the whole block, into hi and lo tiles in that layout:
+//     K-major in memory (trans_b): cp.async writes the chunks straight into the hi tile,
+//       swizzled; the split rewrites hi in place and writes lo beside it;
+//     N-major (B stored (k, n)): cp.async lands the step as it is, [32][BN], in the lo tile; the
+//       split reads it into registers and after a barrier writes hi and lo transposed (a warp's
+//       32 consecutive rows: the reads are conflict-free, and 8 rows of one chunk column write 8
+//       different banks' chunks).
+// The mma.sync kernel splits each fragment in every warp that reads it; here each value is split
+// once (B's once for all the block's warpgroups), and the tensor cores read only B from shared
+// memory. A k-step is 4 k8 steps x 3 products (lo x hi, hi x lo, hi x hi: small terms first) into
+// a fresh accumulator that is added to the running sum in float32 (the tensor cores truncate as
+// they accumulate; tf32x3.cuh). The products of step i run while the block splits B's step i + 1
+// and reads A's; STAGES steps are in flight (the copies of i + 2 .. i + STAGES - 1 as well).
 //
-// a_sums (trans_a only): the threads that split A (row tid % 64, chunks tid / 64 + 2j) add the
-// values up, per k-step into a fresh partial; the two threads of a row are added in a fixed order.
+// a_sums (trans_a only): each thread adds up the A values of its fragments (rows 16 warp + g and
+// + 8), per step into a fresh partial; the 4 lanes of a row are added as a fixed tree at the end.
+//
+// Tiles (gemm_f32.h's table; the choice is gemm_f32.cu's pick_tile): 64 x 64 (2 or 3 stages),
+// 64 x 128 (2), and 128 x 128 (2) in production; the others for gemm_study.py's comparisons.
 #include "backend/cuda/gemm_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/tf32x3.cuh"
