@@ -11,7 +11,7 @@
 // of the tensor cores' TF32 rate, which is still above the FMA units' float32 rate.
 //
 // Two kernels: on a compute capability 9.0 device (H100, H200) the warpgroup-MMA kernel of
-// gemm_f32_wgmma.cu (pick_tile; about 1.3x this file's kernel at char-GPT's products and 1.45x
+// gemm_f32_wgmma.cu (pick_tile; about 1.3x this file's kernel at char-GPT's products and 1.6x
 // at 4096^3 on an H100), elsewhere this file's mma.sync kernel. Both share applies(), the split
 // of k (plan()) and its ordered sum.
 //
@@ -302,15 +302,16 @@ bool applies(const MatmulArgs &g) {
 }
 
 // The mma.sync kernel's tile, off Hopper: 64 x 64 (4 warps, up to 4 blocks an SM) unless the
-// output has more than 2^23 elements, where 64 x 128 (8 warps, 2 blocks an SM) is 10% faster (4096^3: 2434 against 2707 us
-// on an H200). At char-GPT's products (outputs of 2^20 to 2^22, k 128 to 8192) 64 x 64 took 307 us
+// output has more than 2^23 elements, where 64 x 128 (8 warps, 2 blocks an SM) is 10% faster
+// (4096^3: 2434 against 2707 us on an H200). At char-GPT's products (outputs of 2^20 to 2^22, k 128 to 8192) 64 x 64 took 307 us
 // where 64 x 128 took 360, 128 x 64 365, 32 x 128 328, 128 x 128 450 and (in another run) 32 x 64
 // 371 (scripts/bench/gemm_study.py).
 // On a compute capability 9.0 device, the wgmma kernel (gemm_f32_wgmma.cu): 128 x 128 tiles (two
 // warpgroups sharing B's split) for outputs of 2^24 elements or more, 64 x 128 with 2 stages from
 // 2^22, else 64 x 64 with 2 stages where k is at most 128 (one pass of 4 steps: 3 blocks an SM
 // fit) and 3 stages where it is longer (H100, gemm_study.py: char-GPT's products 240.7 us against
-// 306.7 for the mma.sync kernel; 4096^3 1672 against 1812 for 64 x 128 and 2657 for mma.sync).
+// 306.7 for the mma.sync kernel in one run; 4096^3 1641 against 1906 for 64 x 128 and 2687 for
+// the mma.sync kernel in another).
 int pick_tile(const Context &c, const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;

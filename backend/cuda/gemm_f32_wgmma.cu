@@ -60,6 +60,7 @@ __device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r &
 template <int R, bool KMAJOR, int NT>
 __device__ __forceinline__ void load_operand(float *hi, float *lo, const float *g, int ld, int rows, int row0,
                                              int k0, int kend) {
+  static_assert(R * 8 % NT == 0, "whole copies a thread");
 #pragma unroll
   for (int it = 0; it < R * 8 / NT; it++) {
     const int i = threadIdx.x + it * NT;
@@ -79,6 +80,7 @@ __device__ __forceinline__ void load_operand(float *hi, float *lo, const float *
 // (M/N-major: consecutive rows a warp) or r = i / 8, ch = i % 8 (K-major: as copied).
 template <int R, bool KMAJOR, int NT>
 struct Chunks {
+  static_assert(R * 8 % NT == 0, "whole chunks a thread");
   static constexpr int N = R * 8 / NT;
   float4 v[N];
   __device__ __forceinline__ static int row(int it) {
