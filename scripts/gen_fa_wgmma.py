@@ -21,30 +21,30 @@ def accs(n):
     return ", ".join('"+f"(d[%d])' % i for i in range(n))
 
 
-def body(n, ptx_type, rs):
-    nr = n // 2
-    lines = ["    asm volatile("]
-    if rs:
-        lines.append('        "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (nr + 5))
-        lines.append('        "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s "' % (n, ptx_type, ptx_type))
-        lines.append('        "{%s}, "' % regs(0, nr))
-        lines.append('        "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %%%d;\\n}\\n"' % (nr, nr + 1, nr + 2, nr + 3,
-                                                                                     nr + 4, nr + 6))
-        lines.append("        : %s" % accs(nr))
-        lines.append('        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TRANS_B)')
-        lines.append('        : "memory");')
-    else:
-        lines.append('        "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (nr + 2))
-        lines.append('        "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s "' % (n, ptx_type, ptx_type))
-        lines.append('        "{%s}, "' % regs(0, nr))
-        lines.append('        "%%%d, %%%d, p, 1, 1, 0, %%%d;\\n}\\n"' % (nr, nr + 1, nr + 3))
-        lines.append("        : %s" % accs(nr))
-        lines.append('        : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B)')
-        lines.append('        : "memory");')
-    return lines
+def asm(n, rs, ptx, k, trans, indent):
+    """The asm statement of one wgmma; trans: a TRANS_B template operand (16-bit types only)."""
+    nr, pad = n // 2, " " * indent
+    if rs:  # operands after the accumulators: a[0..3], db, accumulate (, TRANS_B)
+        args = "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1" % (nr, nr + 1, nr + 2, nr + 3, nr + 4)
+        pred, operands = nr + 5, '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)'
+        args += ", %%%d" % (nr + 6) if trans else ""
+    else:  # da, db, accumulate (, TRANS_B); A is K-major (imm-trans-a 0)
+        args = "%%%d, %%%d, p, 1, 1" % (nr, nr + 1)
+        pred, operands = nr + 2, '"l"(da), "l"(db), "r"(accumulate)'
+        args += ", 0, %%%d" % (nr + 3) if trans else ""
+    operands += ', "n"(TRANS_B)' if trans else ""
+    return [pad + "asm volatile(",
+            pad + '    "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % pred,
+            pad + '    "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s "' % (n, k, ptx, ptx),
+            pad + '    "{%s}, "' % regs(0, nr),
+            pad + '    "%s;\\n}\\n"' % args,
+            pad + "    : %s" % accs(nr),
+            pad + "    : %s" % operands,
+            pad + '    : "memory");']
 
 
 def function(n, rs):
+    """wgmma_ss_n<n> / wgmma_rs_n<n> for bf16 and f16 (k16, B K- or N-major)."""
     nr = n // 2
     out = []
     if rs:
@@ -62,41 +62,27 @@ def function(n, rs):
                    "int accumulate) {" % (n, nr))
     for i, (ctype, ptx) in enumerate(TYPES):
         out.append("  %sif constexpr (std::is_same<T, %s>::value) {" % ("" if i == 0 else "} else ", ctype))
-        out.extend(body(n, ptx, rs))
+        out.extend(asm(n, rs, ptx, 16, True, 4))
     out.append("  }")
     out.append("}")
     return out
 
 
 def tf32_function(n, rs):
-    """wgmma_ss_tf32_n<n> / wgmma_rs_tf32_n<n>: TF32 takes no transpose operands."""
+    """wgmma_ss_tf32_n<n> / wgmma_rs_tf32_n<n> (k8; TF32 reads both operands K-major only)."""
     nr = n // 2
-    out = []
     if rs:
-        out.append("// D (64 x %d f32, %d per thread) = A * B (+ D when accumulate != 0), TF32; A (64 x 8) in" % (n, nr))
-        out.append("// registers (each warp's 16 rows as the m16n8k8 TF32 A fragment), B (8 x %d) in shared" % n)
-        out.append("// memory (desc db), K-major.")
-        out.append("__device__ __forceinline__ void wgmma_rs_tf32_n%d(float (&d)[%d], const uint32_t (&a)[4], "
-                   "uint64_t db, int accumulate) {" % (n, nr))
-        operands = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)'
-        pred, args = nr + 5, "{%%%d, %%%d, %%%d, %%%d}, %%%d" % (nr, nr + 1, nr + 2, nr + 3, nr + 4)
+        out = ["// D (64 x %d f32, %d per thread) = A * B (+ D when accumulate != 0), TF32; A (64 x 8) in" % (n, nr),
+               "// registers (each warp's 16 rows as the m16n8k8 TF32 A fragment), B (8 x %d) in shared" % n,
+               "// memory (desc db), K-major.",
+               "__device__ __forceinline__ void wgmma_rs_tf32_n%d(float (&d)[%d], const uint32_t (&a)[4], "
+               "uint64_t db, int accumulate) {" % (n, nr)]
     else:
-        out.append("// D (64 x %d f32, %d per thread) = A * B (+ D when accumulate != 0), TF32; A (64 x 8) and" % (n, nr))
-        out.append("// B (8 x %d) in shared memory (descs da, db), both K-major." % n)
-        out.append("__device__ __forceinline__ void wgmma_ss_tf32_n%d(float (&d)[%d], uint64_t da, uint64_t db, "
-                   "int accumulate) {" % (n, nr))
-        operands = '"l"(da), "l"(db), "r"(accumulate)'
-        pred, args = nr + 2, "%%%d, %%%d" % (nr, nr + 1)
-    out.append("  asm volatile(")
-    out.append('      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % pred)
-    out.append('      "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 "' % n)
-    out.append('      "{%s}, "' % regs(0, nr))
-    out.append('      "%s, p, 1, 1;\\n}\\n"' % args)
-    out.append("      : %s" % accs(nr))
-    out.append("      : %s" % operands)
-    out.append('      : "memory");')
-    out.append("}")
-    return out
+        out = ["// D (64 x %d f32, %d per thread) = A * B (+ D when accumulate != 0), TF32; A (64 x 8) and" % (n, nr),
+               "// B (8 x %d) in shared memory (descs da, db), both K-major." % n,
+               "__device__ __forceinline__ void wgmma_ss_tf32_n%d(float (&d)[%d], uint64_t da, uint64_t db, "
+               "int accumulate) {" % (n, nr)]
+    return out + asm(n, rs, "tf32", 8, False, 2) + ["}"]
 
 
 def main():

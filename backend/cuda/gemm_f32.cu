@@ -133,11 +133,10 @@ __global__ void __launch_bounds__(S::THREADS, S::MIN_BLOCKS) gemm_f32_kernel(con
   const int g = lane >> 2, t = lane & 3;
   const int wm = warp / S::WARPS_N * 32, wn = warp % S::WARPS_N * 32;
   const int m0 = blockIdx.y * S::BM, n0 = blockIdx.x * S::BN;
-  const int split = (int)(blockIdx.z % (unsigned)p.splits);
-  const int64_t batch = blockIdx.z / (unsigned)p.splits;
-  const float *a = p.a + batch * p.stride_a, *b = p.b + batch * p.stride_b;
-  const int kbeg = split * p.k_chunk, kend = min(p.k, kbeg + p.k_chunk);
-  const int tiles = (kend - kbeg + kBK - 1) / kBK;
+  const GemmBlock blk = gemm_block<kBK>(p);
+  const int split = blk.split, kbeg = blk.kbeg, kend = blk.kend, tiles = blk.tiles;
+  const int64_t batch = blk.batch;
+  const float *a = blk.a, *b = blk.b;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; s++) {

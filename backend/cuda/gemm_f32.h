@@ -27,6 +27,26 @@ struct GemmParams {
   int splits, k_chunk;  // k range of split s: [s * k_chunk, min(k, (s + 1) * k_chunk))
 };
 
+#ifdef __CUDACC__
+// A block's share of a product on plan()'s grid (gemm_f32.cu; blockIdx.z = batch * splits +
+// split): its batch's operands and its k range [kbeg, kend) of tiles k-steps of kBK.
+struct GemmBlock {
+  int split, kbeg, kend, tiles;
+  int64_t batch;
+  const float *a, *b;
+};
+template <int kBK>
+__device__ __forceinline__ GemmBlock gemm_block(const GemmParams &p) {
+  GemmBlock w;
+  w.split = (int)(blockIdx.z % (unsigned)p.splits);
+  w.batch = blockIdx.z / (unsigned)p.splits;
+  w.a = p.a + w.batch * p.stride_a, w.b = p.b + w.batch * p.stride_b;
+  w.kbeg = w.split * p.k_chunk, w.kend = min(p.k, w.kbeg + p.k_chunk);
+  w.tiles = (w.kend - w.kbeg + kBK - 1) / kBK;
+  return w;
+}
+#endif
+
 // The warpgroup (wgmma) kernel's tiles: kWgmmaTileM[i] x kWgmmaTileN[i] of C (a warpgroup per 64
 // rows), kWgmmaStages[i] k-steps staged.
 constexpr int kWgmmaTiles = 7;

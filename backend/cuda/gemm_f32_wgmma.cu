@@ -149,11 +149,10 @@ __global__ void __launch_bounds__(S::THREADS) gemm_f32_wgmma_kernel(const GemmPa
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int m0 = blockIdx.y * S::BM, n0 = blockIdx.x * S::BN;
-  const int split = (int)(blockIdx.z % (unsigned)p.splits);
-  const int64_t batch = blockIdx.z / (unsigned)p.splits;
-  const float *a = p.a + batch * p.stride_a, *b = p.b + batch * p.stride_b;
-  const int kbeg = split * p.k_chunk, kend = min(p.k, kbeg + p.k_chunk);
-  const int tiles = (kend - kbeg + kBK - 1) / kBK;
+  const GemmBlock blk = gemm_block<kBK>(p);
+  const int split = blk.split, kbeg = blk.kbeg, kend = blk.kend, tiles = blk.tiles;
+  const int64_t batch = blk.batch;
+  const float *a = blk.a, *b = blk.b;
   constexpr bool B_K = TB;  // B K-major in memory (A: !TA)
 
   auto a_st = [&](int s) { return smem + s * S::STAGE; };  // A as staged
