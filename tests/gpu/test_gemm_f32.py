@@ -11,7 +11,7 @@ float32 mt_linear, mt_matmul and the composed attention, forward and backward:
   sdpa     head dim 64 (the composed path: products scaled by alpha)
 
 Each case runs under every selection of the internal hook mt_study_gemm_f32: 0, production (the
-tensor-core kernel where it applies, its tile picked by the output's size), 1, cuBLAS's float32
+tensor-core kernel where it applies, its tile picked by the output's size and k), 1, cuBLAS's float32
 GEMM for everything, and 3 + i, the kernel with tile i (of TILES) forced: the mma.sync tiles,
 then the Hopper warpgroup (wgmma) kernel's tiles, which run only on a compute capability 9.0
 device (elsewhere the product goes to cuBLAS). All are compared with
