@@ -11,7 +11,7 @@
 // of the tensor cores' TF32 rate, which is still above the FMA units' float32 rate.
 //
 // Two kernels: on a compute capability 9.0 device (H100, H200) the warpgroup-MMA kernel of
-// gemm_f32_wgmma.cu (pick_tile; about 1.3x this file's kernel at char-GPT's products and 1.6x
+// gemm_f32_wgmma.cu (pick_tile; about 1.3x this file's kernel at char-GPT's products and 1.5x
 // at 4096^3 on an H100), elsewhere this file's mma.sync kernel. Both share applies(), the split
 // of k (plan()) and its ordered sum.
 //
@@ -309,8 +309,8 @@ bool applies(const MatmulArgs &g) {
 // warpgroups sharing B's split) for outputs of 2^24 elements or more, 64 x 128 with 2 stages from
 // 2^22, else 64 x 64 with 2 stages where k is at most 128 (one pass of 4 steps: 3 blocks an SM
 // fit) and 3 stages where it is longer (H100, gemm_study.py: char-GPT's products 240.7 us against
-// 306.7 for the mma.sync kernel in one run; 4096^3 1641 against 1906 for 64 x 128 and 2687 for
-// the mma.sync kernel in another).
+// 306.7 for the mma.sync kernel in one run; 4096^3 1641 against 1906 for 64 x 128 in another,
+// where the mma.sync kernel took 2413-2427 in the runs before).
 int pick_tile(const Context &c, const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;
