@@ -133,7 +133,7 @@ $(OBJ)/%.o: %.cu
 # The Hopper-only kernels (wgmma) are built for sm_90a alone, whatever CUDA_ARCH says; the
 # host side checks for a compute capability 9.0 device before it launches them.
 SM90A_SRCS := backend/cuda/attention/flash_forward_wgmma.cu backend/cuda/attention/flash_backward_wgmma.cu \
-  backend/cuda/gemm_f32_wgmma.cu
+  backend/cuda/gemm_f32_wgmma.cu backend/cuda/attention/attention_f32_wgmma.cu
 $(SM90A_SRCS:%.cu=$(OBJ)/%.o) $(SM90A_SRCS:%.cu=$(BUILD)/obj-cuda/%.o): \
   NVCCFLAGS := $(filter-out $(CUDA_ARCH),$(NVCCFLAGS))
 $(SM90A_SRCS:%.cu=$(OBJ)/%.o) $(SM90A_SRCS:%.cu=$(BUILD)/obj-cuda/%.o): \

@@ -3,7 +3,8 @@
 wrappers of the Hopper warpgroup MMA (wgmma.mma_async m64nNk16, f32 accumulators) that the
 FlashAttention wgmma kernels use: A from shared memory (SS) or from registers (RS), B from
 shared memory, N = 64 and 128, bf16 and f16; and the TF32 ones (m64nNk8, both operands
-K-major, the only layout TF32 has) of the float32 GEMM (gemm_f32_wgmma.cu). Every accumulator
+K-major, the only layout TF32 has) of the float32 GEMM (gemm_f32_wgmma.cu) and the float32
+attention (attention_f32_wgmma.cu, which also takes N = 32 from registers). Every accumulator
 register is an asm operand, so the list is long; it is generated rather than typed.
 
     python3 scripts/gen_fa_wgmma.py     (rewrites the file; commit the result)
@@ -98,6 +99,8 @@ def main():
         out.append("")
         out.extend(tf32_function(n, rs=True))
         out.append("")
+    out.extend(tf32_function(32, rs=True))  # attention_f32_wgmma.cu's products over the head dim 32
+    out.append("")
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "backend", "cuda", "attention",
                         "fa_wgmma_ops.inc")
     with open(path, "w") as f:

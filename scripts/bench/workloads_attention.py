@@ -245,16 +245,18 @@ def bench_attention_f32(ctx):
         mt_fwd = ctx.timer.mt(mt_forward, ctx.iters, ctx.reps)
         mt_both = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
         rows_note = ""
-        hook = getattr(U.LIB, "mt_study_attention_f32", None)  # the row-per-thread FFMA kernels, for comparison
+        hook = getattr(U.LIB, "mt_study_attention_f32", None)  # the other kernel generations, for comparison
         if hook is not None:
             hook.restype, hook.argtypes = c_int64, [c_int64]
-            if hook(1) == 0:
+            for variant, name in ((2, "the mma.sync kernels"), (1, "the FFMA row kernels")):
+                if hook(variant) != 0:
+                    continue
                 try:
-                    rows_fwd = ctx.timer.mt(mt_forward, ctx.iters, ctx.reps)
-                    rows_both = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
+                    other_fwd = ctx.timer.mt(mt_forward, ctx.iters, ctx.reps)
+                    other_both = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
                 finally:
                     hook(0)
-                rows_note = "; the FFMA row kernels %.1f / %.1f us" % (rows_fwd * 1e3, rows_both * 1e3)
+                rows_note += "; %s %.1f / %.1f us" % (name, other_fwd * 1e3, other_both * 1e3)
         with torch.no_grad():
             t_fwd = ctx.timer.torch_time(lambda: torch_attention(x, "EFFICIENT_ATTENTION"), ctx.iters, ctx.reps)
             t_fwd_default = ctx.timer.torch_time(lambda: torch_attention(x, None), ctx.iters, ctx.reps)

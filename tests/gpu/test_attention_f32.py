@@ -10,9 +10,10 @@ behind mt_scaled_dot_product_attention (float32, head dim 16 or 32) and mt_self_
                  torch float64, at the char-GPT shapes and at tails; twice, to the same bits
   dispatch       one recorded node for each; head dim 8 and 64 stay on the composed path
 
-sdpa and self_attention run every case under both kernel generations of the internal hook
-mt_study_attention_f32: 0, the tensor-core kernels (production; 3xTF32 products), and 1, the
-row-per-thread FFMA kernels.
+sdpa and self_attention run every case under each kernel generation of the internal hook
+mt_study_attention_f32: 0, the tensor-core kernels (production; 3xTF32 products; on Hopper at head
+dim 32 the warpgroup-MMA kernels of attention_f32_wgmma.cu), 1, the row-per-thread FFMA kernels,
+and 2, the mma.sync tensor-core kernels everywhere (on other GPUs the same kernels as 0).
 
 Inputs are fresh torch.randn values per case (seed printed on failure); the device pool is
 filled with NaN before each case, so an output element the kernels never write shows up.
@@ -45,22 +46,24 @@ try:
 except ImportError:
     torch = None
 
-TOL = {0: 2e-6, 1: 2e-6}  # by kernel variant (below)
+TOL = {0: 2e-6, 1: 2e-6, 2: 2e-6}  # by kernel variant (below)
 WORST = {}  # the largest relative error seen, by kernel variant
 SEED = int(os.environ.get("MT_TEST_SEED", "4321"))
 
 # the kernel variants of the internal hook mt_study_attention_f32 (0: the tensor-core kernels,
-# production; 1: the row-per-thread FFMA kernels); a library without the hook runs production only
+# production; 1: the row-per-thread FFMA kernels; 2: the mma.sync tensor-core kernels); a library
+# without the hook runs production only
 STUDY = getattr(LIB, "mt_study_attention_f32", None)
 if STUDY is not None:
     STUDY.restype, STUDY.argtypes = c_int64, [c_int64]
-VARIANTS = (0, 1) if STUDY is not None else (0,)
+VARIANTS = (0, 1, 2) if STUDY is not None else (0,)
 
 # (B, H, T, S, D, causal)
 SDPA_CASES = [
     (1, 1, 1, 1, 16, True), (1, 1, 1, 1, 32, False), (2, 3, 17, 17, 32, True), (1, 2, 33, 33, 16, False),
     (1, 2, 65, 65, 32, True), (2, 1, 100, 130, 32, True), (1, 1, 130, 40, 16, False), (3, 2, 256, 256, 32, True),
     (1, 1, 1000, 1000, 32, True), (1, 2, 1000, 1000, 16, False), (1, 1, 7, 1000, 32, True),
+    (2, 2, 150, 70, 32, False), (1, 1, 64, 192, 32, False),
 ]
 # (B, T, H, Dh): the char-GPT presets (small 16, large 32) and tails
 PACKED_CASES = [(4, 128, 4, 16), (4, 256, 4, 32), (3, 1, 2, 32), (2, 97, 3, 16), (1, 300, 2, 32)]
@@ -103,7 +106,7 @@ class AttentionF32Test(unittest.TestCase):
     def test_hook_refuses_unknown_variants(self):
         if STUDY is None:
             self.skipTest("the library has no mt_study_attention_f32")
-        for bad in (-1, 2, 100):
+        for bad in (-1, 3, 100):
             self.assertNotEqual(STUDY(bad), 0, "variant %d" % bad)
         for good in VARIANTS:
             self.assertEqual(STUDY(good), 0, "variant %d" % good)

@@ -3,13 +3,15 @@
 // be the three column blocks of one packed projection [B, T, 3 H D] and out [B, T, H D], so no
 // head split or merge is ever copied, and no T x S matrix is ever stored.
 //
-// Two generations, side by side (mt_study_attention_f32 picks one; the tensor cores are
+// Three generations, side by side (mt_study_attention_f32 picks one; the tensor cores are
 // production):
-//   tensor cores  mma.sync m16n8k8 TF32 with the 3xTF32 split for float32 accuracy (the
-//                 section "tensor-core kernels" below); about 1.5 times the row kernels' speed
-//                 at the char-GPT shapes (docs/benchmarks.md)
-//   rows          exact float32 FFMA, one row per kSub threads (below)
-// Both: f32 accumulation, softmax in base 2 with the scale folded into the scores (as
+//   warpgroup MMA  the tensor-core kernels below on Hopper's wgmma (attention_f32_wgmma.cu), for
+//                  head dim 32 on a 9.0 device
+//   tensor cores   mma.sync m16n8k8 TF32 with the 3xTF32 split for float32 accuracy (the
+//                  section "tensor-core kernels" below); about 1.5 times the row kernels' speed
+//                  at the char-GPT shapes (docs/benchmarks.md)
+//   rows           exact float32 FFMA, one row per kSub threads (below)
+// All: f32 accumulation, softmax in base 2 with the scale folded into the scores (as
 // FlashAttention does), deterministic (no atomics; every output element is accumulated by one
 // thread in a fixed order).
 //
@@ -32,6 +34,7 @@
 
 #include "minitorch.h"  // MT_API (the study hook)
 #include "backend/cuda/attention/attention_f32.h"
+#include "backend/cuda/attention/attention_f32_common.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/tf32x3.cuh"
@@ -40,42 +43,18 @@ namespace mt {
 namespace cuda {
 namespace {
 
+using namespace attn_f32;
+
 constexpr int kSub = 4;      // threads per owned row
 constexpr int kRows = 32;    // owned rows per block: kRows * kSub = 128 threads
 constexpr int kThreads = kRows * kSub;
 constexpr int kTile = 64;    // rows of the other side per shared tile
 constexpr int kPad = 4;      // floats of padding per shared row (distinct banks, 16-byte aligned)
 constexpr int kChunk = 8;    // rows of the other side scored together (independent FMA chains)
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 static_assert(kTile % (kSub * kChunk) == 0, "a tile is whole chunks of every sub-thread");
 
-struct Operand {
-  const float *p;
-  int64_t batch, head, row;
-};
-struct OutOperand {
-  float *p;
-  int64_t batch, head, row;
-};
 
-__device__ __forceinline__ int64_t head_offset(int64_t batch, int64_t head, int bh, int heads) {
-  return (int64_t)(bh / heads) * batch + (int64_t)(bh % heads) * head;
-}
-
-// f(r, c, x) for each float4 x (columns c .. c + 3 of row r0 + r) of rows [r0, r0 + ROWS) of src
-// (row stride `row`; rows >= n read as 0), the block's THREADS threads taking them in turn.
-template <int D, int ROWS, int THREADS, class F>
-__device__ __forceinline__ void for_tile(const float *src, int64_t row, int r0, int n, F &&f) {
-  constexpr int kVec = D / 4;
-  for (int e = threadIdx.x; e < ROWS * kVec; e += THREADS) {
-    const int r = e / kVec, c = (e % kVec) * 4;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
-    f(r, c, x);
-  }
-}
 
 // rows [r0, r0 + kTile) of src (row stride `row`, rows >= n read as 0) into dst[kTile][D + kPad],
 // each value times mul.
@@ -168,14 +147,6 @@ __device__ __forceinline__ float sub_sum(float x) {
 
 // The forward and dq kernels take query tile `tiles - 1 - blockIdx.x`, the dk/dv kernel key tile
 // blockIdx.x: the longest causal rows (the last queries, the first keys) are scheduled first.
-struct FwdArgs {
-  Operand q, k, v;
-  OutOperand o;
-  float *lse;
-  int tq, tk, heads;
-  float scale2;  // scale * log2(e)
-  int causal;
-};
 
 // Where a forward or dq block stands: its query tile (the last tiles first), this thread's
 // sub-thread index and first query row, and the keys the tile sees (kend: one past the last).
@@ -315,27 +286,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(FwdArgs a) {
   }
 }
 
-struct BwdArgs {
-  Operand q, k, v, o, dout;
-  OutOperand dq, dk, dv;
-  const float *lse;
-  float *delta;  // [BH, tq]: dout_i . out_i, written by the dq kernel
-  int tq, tk, heads;
-  float scale, scale2;
-  int causal;
-};
 
-// lse (times log2 e) and delta of queries [i0, i0 + n) into lse_s and delta_s (+inf and 0 past
-// tq); called by every thread of a block of THREADS.
-template <int THREADS>
-__device__ __forceinline__ void stage_lse_delta(float *lse_s, float *delta_s, const BwdArgs &a, int bh, int i0,
-                                                int n) {
-  for (int r = threadIdx.x; r < n; r += THREADS) {
-    const bool in = i0 + r < a.tq;
-    lse_s[r] = in ? a.lse[(int64_t)bh * a.tq + i0 + r] * kLog2e : INFINITY;
-    delta_s[r] = in ? a.delta[(int64_t)bh * a.tq + i0 + r] : 0.f;
-  }
-}
 
 // dq of one query row per kSub threads, keys split between them; writes delta.
 template <int D>
@@ -479,22 +430,6 @@ constexpr int kTcRows = 64;      // owned rows a block (16 a warp), and rows a s
 // the output drifted by up to 8e-6 of its norm (tests/gpu/test_attention_f32.py).
 constexpr int kTcCols = 32;
 
-// An m16n8k8 A operand in both halves: a[0] (row g, col t), a[1] (g + 8, t), a[2] (g, t + 4),
-// a[3] (g + 8, t + 4).
-struct FragA {
-  uint32_t hi[4], lo[4];
-};
-__device__ __forceinline__ void set_frag(FragA &f, float a0, float a1, float a2, float a3) {
-  const Tf32 x0 = split_tf32(a0), x1 = split_tf32(a1), x2 = split_tf32(a2), x3 = split_tf32(a3);
-  f.hi[0] = x0.hi, f.hi[1] = x1.hi, f.hi[2] = x2.hi, f.hi[3] = x3.hi;
-  f.lo[0] = x0.lo, f.lo[1] = x1.lo, f.lo[2] = x2.lo, f.lo[3] = x3.lo;
-}
-// The A operand of a C-layout tile c (one n-tile), its columns permuted as described above.
-__device__ __forceinline__ FragA frag_of_c(const float (&c)[4]) {
-  FragA f;
-  set_frag(f, c[0], c[2], c[1], c[3]);
-  return f;
-}
 
 // A shared tile of 64 rows split into hi and lo words; the padding of 4 words makes both ways of
 // reading B operands below free of bank conflicts for D = 16 and 32.
@@ -560,36 +495,6 @@ __device__ __forceinline__ void stage_kv_split(SplitTile<D> &ks, SplitTile<D> &v
   __syncthreads();
 }
 
-// The warp's 16 rows [r0, r0 + 16) of src (rows >= n as 0), times mul, as D / 8 A operands.
-template <int D>
-__device__ __forceinline__ void load_own(FragA (&f)[D / 8], const float *src, int64_t row, int r0, int n, float mul) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const bool in0 = r0 + g < n, in1 = r0 + g + 8 < n;
-  const float *p0 = src + (int64_t)(r0 + g) * row, *p1 = src + (int64_t)(r0 + g + 8) * row;
-#pragma unroll
-  for (int kk = 0; kk < D / 8; kk++) {
-    const int c = 8 * kk + t;
-    set_frag(f[kk], in0 ? p0[c] * mul : 0.f, in1 ? p1[c] * mul : 0.f, in0 ? p0[c + 4] * mul : 0.f,
-             in1 ? p1[c + 4] * mul : 0.f);
-  }
-}
-
-// The warp's C-layout accumulators acc[D / 8] (rows r0 + g, r0 + g + 8) times mul0 and mul1
-// into dst's rows below n.
-template <int D>
-__device__ __forceinline__ void store_own(float *dst, int64_t row, int r0, int n, const float (&acc)[D / 8][4],
-                                          float mul0, float mul1) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-#pragma unroll
-  for (int nn = 0; nn < D / 8; nn++) {
-    const int c = 8 * nn + 2 * t;
-    if (r0 + g < n)
-      *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g) * row + c) = make_float2(acc[nn][0] * mul0, acc[nn][1] * mul0);
-    if (r0 + g + 8 < n)
-      *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g + 8) * row + c) =
-          make_float2(acc[nn][2] * mul1, acc[nn][3] * mul1);
-  }
-}
 
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
@@ -815,19 +720,28 @@ void check_geometry(const char *op, const AttentionGeometry &g, double scale,
   }
 }
 
-// The kernels selected by mt_study_attention_f32: 0 production (the tensor-core kernels), 1 the
-// row-per-thread FFMA kernels. MT_CUDA_ATTN_F32_ROWS set in the environment starts the process
-// on 1, so whole programs can be compared.
+// The kernels selected by mt_study_attention_f32: 0 production (the warpgroup-MMA kernels of
+// attention_f32_wgmma.cu on a compute capability 9.0 device at head dim 32, the mma.sync
+// tensor-core kernels elsewhere), 1 the row-per-thread FFMA kernels, 2 the mma.sync kernels
+// everywhere. MT_CUDA_ATTN_F32_ROWS set in the environment starts the process on 1, so whole
+// programs can be compared.
 std::atomic<int> g_attn_f32_variant{std::getenv("MT_CUDA_ATTN_F32_ROWS") != nullptr ? 1 : 0};
+
+// attention_f32_wgmma.cu's kernels: head dim 32 on Hopper.
+template <int D>
+bool use_wgmma(const Context &c) {
+  return D == 32 && c.cc_major == 9;
+}
 
 // The row kernels: one query row per thread (attn_fwd_kernel<D, 2>, two rows each shared value
 // read feeding both, measured the same on an H100 at the char-GPT shapes, with 192 registers
 // against 133).
 template <int D>
 void launch_forward(Context &c, const FwdArgs &a, int64_t bh) {
-  if (g_attn_f32_variant.load(std::memory_order_relaxed) == 1) {
+  const int variant = g_attn_f32_variant.load(std::memory_order_relaxed);
+  if (variant == 1) {
     attn_fwd_kernel<D, 1><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
-  } else {
+  } else if (!(variant == 0 && use_wgmma<D>(c) && attention_f32_wgmma_forward(c, a, bh))) {
     const dim3 fwd_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
     MT_CUDA_CHECK(launch_pdl_wide(c, attn_fwd_tc_kernel<D>, fwd_grid, kTcThreads, a));
   }
@@ -836,18 +750,24 @@ void launch_forward(Context &c, const FwdArgs &a, int64_t bh) {
 
 template <int D>
 void launch_backward(Context &c, const BwdArgs &a, int64_t bh) {
-  if (g_attn_f32_variant.load(std::memory_order_relaxed) == 1) {
+  const int variant = g_attn_f32_variant.load(std::memory_order_relaxed);
+  if (variant == 1) {
     attn_bwd_dq_kernel<D><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
     MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dq)");
     attn_bwd_dkv_kernel<D><<<dim3((unsigned)((a.tk + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
     MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dk, dv)");
     return;
   }
-  const dim3 dq_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
-  MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dq_tc_kernel<D>, dq_grid, kTcThreads, a));
+  const bool wg = variant == 0 && use_wgmma<D>(c);
+  if (!(wg && attention_f32_wgmma_dq(c, a, bh))) {
+    const dim3 dq_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
+    MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dq_tc_kernel<D>, dq_grid, kTcThreads, a));
+  }
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dq)");
-  const dim3 dkv_grid((unsigned)((a.tk + kTcRows - 1) / kTcRows), (unsigned)bh);
-  MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dkv_tc_kernel<D>, dkv_grid, kTcThreads, a));
+  if (!(wg && attention_f32_wgmma_dkv(c, a, bh))) {
+    const dim3 dkv_grid((unsigned)((a.tk + kTcRows - 1) / kTcRows), (unsigned)bh);
+    MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dkv_tc_kernel<D>, dkv_grid, kTcThreads, a));
+  }
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dk, dv)");
 }
 
@@ -945,13 +865,15 @@ void attention_f32_backward(Context &c, const AttentionGeometry &g, float *dq, f
 // only because they drive it through ctypes). It picks the kernels every later float32
 // attention (forward and backward, mt_scaled_dot_product_attention and mt_self_attention) runs,
 // until the next call:
-//   variant 0  production: the tensor-core kernels (3xTF32)
+//   variant 0  production: the tensor-core kernels (3xTF32), on warpgroup MMA where a 9.0
+//              device runs head dim 32, on mma.sync elsewhere
 //   variant 1  the row-per-thread FFMA kernels
+//   variant 2  the mma.sync tensor-core kernels everywhere
 // Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another variant (the selection is then left
 // as it was). It leaves mt_last_error() alone. Not thread-safe against launches running
 // concurrently in other threads (they may see either selection).
 extern "C" MT_API int64_t mt_study_attention_f32(int64_t variant) {
-  if (variant < 0 || variant > 1) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  if (variant < 0 || variant > 2) return (int64_t)mt::Code::INVALID_ARGUMENT;
   mt::cuda::g_attn_f32_variant.store((int)variant, std::memory_order_relaxed);
   return 0;
 }

@@ -1,0 +1,143 @@
+// attention_f32_common.cuh - what the float32 attention kernels share: attention_f32.cu's (the
+// FFMA row kernels and the mma.sync tensor-core kernels) and attention_f32_wgmma.cu's (Hopper's
+// warpgroup MMA, sm_90a): the kernels' arguments, the heads' offsets, the 3xTF32 A operands of a
+// warp's 16 owned rows and their store, and the launchers of the wgmma kernels.
+//
+// defines: kLog2e, kLn2, Operand, OutOperand, FwdArgs, BwdArgs, head_offset, for_tile,
+//          stage_lse_delta, FragA, set_frag, frag_of_c, load_own, store_own,
+//          attention_f32_wgmma_forward / _dq / _dkv
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/tf32x3.cuh"
+
+namespace mt {
+namespace cuda {
+
+class Context;
+
+namespace attn_f32 {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct Operand {
+  const float *p;
+  int64_t batch, head, row;
+};
+struct OutOperand {
+  float *p;
+  int64_t batch, head, row;
+};
+
+__device__ __forceinline__ int64_t head_offset(int64_t batch, int64_t head, int bh, int heads) {
+  return (int64_t)(bh / heads) * batch + (int64_t)(bh % heads) * head;
+}
+
+// f(r, c, x) for each float4 x (columns c .. c + 3 of row r0 + r) of rows [r0, r0 + ROWS) of src
+// (row stride `row`; rows >= n read as 0), the block's THREADS threads taking them in turn.
+template <int D, int ROWS, int THREADS, class F>
+__device__ __forceinline__ void for_tile(const float *src, int64_t row, int r0, int n, F &&f) {
+  constexpr int kVec = D / 4;
+  for (int e = threadIdx.x; e < ROWS * kVec; e += THREADS) {
+    const int r = e / kVec, c = (e % kVec) * 4;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
+    f(r, c, x);
+  }
+}
+
+struct FwdArgs {
+  Operand q, k, v;
+  OutOperand o;
+  float *lse;
+  int tq, tk, heads;
+  float scale2;  // scale * log2(e)
+  int causal;
+};
+
+struct BwdArgs {
+  Operand q, k, v, o, dout;
+  OutOperand dq, dk, dv;
+  const float *lse;
+  float *delta;  // [BH, tq]: dout_i . out_i, written by the dq kernel
+  int tq, tk, heads;
+  float scale, scale2;
+  int causal;
+};
+
+// lse (times log2 e) and delta of queries [i0, i0 + n) into lse_s and delta_s (+inf and 0 past
+// tq); called by every thread of a block of THREADS.
+template <int THREADS>
+__device__ __forceinline__ void stage_lse_delta(float *lse_s, float *delta_s, const BwdArgs &a, int bh, int i0,
+                                                int n) {
+  for (int r = threadIdx.x; r < n; r += THREADS) {
+    const bool in = i0 + r < a.tq;
+    lse_s[r] = in ? a.lse[(int64_t)bh * a.tq + i0 + r] * kLog2e : INFINITY;
+    delta_s[r] = in ? a.delta[(int64_t)bh * a.tq + i0 + r] : 0.f;
+  }
+}
+
+// An m16n8k8 A operand in both halves: a[0] (row g, col t), a[1] (g + 8, t), a[2] (g, t + 4),
+// a[3] (g + 8, t + 4).
+struct FragA {
+  uint32_t hi[4], lo[4];
+};
+__device__ __forceinline__ void set_frag(FragA &f, float a0, float a1, float a2, float a3) {
+  const Tf32 x0 = split_tf32(a0), x1 = split_tf32(a1), x2 = split_tf32(a2), x3 = split_tf32(a3);
+  f.hi[0] = x0.hi, f.hi[1] = x1.hi, f.hi[2] = x2.hi, f.hi[3] = x3.hi;
+  f.lo[0] = x0.lo, f.lo[1] = x1.lo, f.lo[2] = x2.lo, f.lo[3] = x3.lo;
+}
+// The A operand of a C-layout tile c (one n-tile), its columns permuted: A column t is C column
+// 2t, column t + 4 is 2t + 1, so the product that takes it reads its B operand's rows (k) in that
+// order (row 2t as k = t, row 2t + 1 as k = t + 4, within each 8) and sums the same terms.
+__device__ __forceinline__ FragA frag_of_c(const float (&c)[4]) {
+  FragA f;
+  set_frag(f, c[0], c[2], c[1], c[3]);
+  return f;
+}
+
+// The warp's 16 rows [r0, r0 + 16) of src (rows >= n as 0), times mul, as D / 8 A operands.
+template <int D>
+__device__ __forceinline__ void load_own(FragA (&f)[D / 8], const float *src, int64_t row, int r0, int n, float mul) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const bool in0 = r0 + g < n, in1 = r0 + g + 8 < n;
+  const float *p0 = src + (int64_t)(r0 + g) * row, *p1 = src + (int64_t)(r0 + g + 8) * row;
+#pragma unroll
+  for (int kk = 0; kk < D / 8; kk++) {
+    const int c = 8 * kk + t;
+    set_frag(f[kk], in0 ? p0[c] * mul : 0.f, in1 ? p1[c] * mul : 0.f, in0 ? p0[c + 4] * mul : 0.f,
+             in1 ? p1[c + 4] * mul : 0.f);
+  }
+}
+
+// The warp's C-layout accumulators acc[D / 8] (rows r0 + g, r0 + g + 8) times mul0 and mul1
+// into dst's rows below n.
+template <int D>
+__device__ __forceinline__ void store_own(float *dst, int64_t row, int r0, int n, const float (&acc)[D / 8][4],
+                                          float mul0, float mul1) {
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int nn = 0; nn < D / 8; nn++) {
+    const int c = 8 * nn + 2 * t;
+    if (r0 + g < n)
+      *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g) * row + c) = make_float2(acc[nn][0] * mul0, acc[nn][1] * mul0);
+    if (r0 + g + 8 < n)
+      *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g + 8) * row + c) =
+          make_float2(acc[nn][2] * mul1, acc[nn][3] * mul1);
+  }
+}
+
+// The float32 attention on Hopper's warpgroup MMA (attention_f32_wgmma.cu), head dim 32 only:
+// the forward, the dq kernel (it also writes delta) and the dk/dv kernel, each queued on c's
+// stream. false when the kernel cannot be launched here (its shared memory refused); the caller
+// then runs the mma.sync kernel instead. Call only on a compute capability 9.0 device.
+bool attention_f32_wgmma_forward(const Context &c, const FwdArgs &a, int64_t bh);
+bool attention_f32_wgmma_dq(const Context &c, const BwdArgs &a, int64_t bh);
+bool attention_f32_wgmma_dkv(const Context &c, const BwdArgs &a, int64_t bh);
+
+}  // namespace attn_f32
+}  // namespace cuda
+}  // namespace mt
