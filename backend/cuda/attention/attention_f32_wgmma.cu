@@ -18,7 +18,10 @@
 // here one warpgroup leaves to the tensor cores, which read B themselves. Scores are m64n64
 // products (12 wgmma: 4 k8 steps x 3 products, lo x hi, hi x lo, hi x hi); a product over the
 // tile's rows goes into a fresh accumulator per 32 rows (12 wgmma), added to the running sum in
-// float32 (the tensor cores truncate as they accumulate; tf32x3.cuh). Deterministic: every
+// float32 (the tensor cores truncate as they accumulate; tf32x3.cuh). The split tiles and the
+// score operands are split by split_tf32_fast (integer arithmetic, lo left to the tensor cores
+// to truncate): the conversion instructions of split_tf32 made the three kernels 8-9% slower at
+// the char-GPT shapes, with the same worst error in test_attention_f32. Deterministic: every
 // output element is accumulated by one thread in a fixed order.
 #include "backend/cuda/attention/attention_f32_common.cuh"
 #include "backend/cuda/attention/fa_wgmma.cuh"
@@ -57,7 +60,8 @@ __device__ __forceinline__ void stage(uint32_t *hi, uint32_t *lo, uint32_t *thi,
     const int r = TR ? (i & (kRows - 1)) : (i >> 3), c = 4 * (TR ? (i / kRows) : (i & 7));
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
     if (r0 + r < n) x = *reinterpret_cast<const float4 *>(src + (int64_t)(r0 + r) * row + c);
-    const Tf32 v[4] = {split_tf32(x.x * mul), split_tf32(x.y * mul), split_tf32(x.z * mul), split_tf32(x.w * mul)};
+    const Tf32 v[4] = {split_tf32_fast(x.x * mul), split_tf32_fast(x.y * mul), split_tf32_fast(x.z * mul),
+                       split_tf32_fast(x.w * mul)};
     if constexpr (NAT) {
       *reinterpret_cast<uint4 *>(hi + nat_off(r, c)) = make_uint4(v[0].hi, v[1].hi, v[2].hi, v[3].hi);
       *reinterpret_cast<uint4 *>(lo + nat_off(r, c)) = make_uint4(v[0].lo, v[1].lo, v[2].lo, v[3].lo);
@@ -95,10 +99,17 @@ __device__ __forceinline__ void gather(float (&acc)[D / 2], const FragA *f, uint
   }
 }
 
-// The A operand of score columns 8j .. 8j + 7 (accumulator entries 4j .. 4j + 3).
+// The A operand of score columns 8j .. 8j + 7 (accumulator entries 4j .. 4j + 3), permuted as
+// frag_of_c does, split by split_tf32_fast.
 __device__ __forceinline__ FragA frag_at(const float (&s)[32], int j) {
-  const float c[4] = {s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]};
-  return frag_of_c(c);
+  FragA f;
+  const int order[4] = {0, 2, 1, 3};
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const Tf32 x = split_tf32_fast(s[4 * j + order[e]]);
+    f.hi[e] = x.hi, f.lo[e] = x.lo;
+  }
+  return f;
 }
 
 __device__ __forceinline__ uint32_t *smem_tiles(uint8_t *raw) {
