@@ -54,8 +54,6 @@ constexpr int kChunk = 8;    // rows of the other side scored together (independ
 
 static_assert(kTile % (kSub * kChunk) == 0, "a tile is whole chunks of every sub-thread");
 
-
-
 // rows [r0, r0 + kTile) of src (row stride `row`, rows >= n read as 0) into dst[kTile][D + kPad],
 // each value times mul.
 template <int D>
@@ -286,8 +284,6 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(FwdArgs a) {
   }
 }
 
-
-
 // dq of one query row per kSub threads, keys split between them; writes delta.
 template <int D>
 __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(BwdArgs a) {
@@ -430,7 +426,6 @@ constexpr int kTcRows = 64;      // owned rows a block (16 a warp), and rows a s
 // the output drifted by up to 8e-6 of its norm (tests/gpu/test_attention_f32.py).
 constexpr int kTcCols = 32;
 
-
 // A shared tile of 64 rows split into hi and lo words; the padding of 4 words makes both ways of
 // reading B operands below free of bank conflicts for D = 16 and 32.
 template <int D>
@@ -494,7 +489,6 @@ __device__ __forceinline__ void stage_kv_split(SplitTile<D> &ks, SplitTile<D> &v
   stage_split<D>(vs, vp, vrow, k0, kend, 1.f);
   __syncthreads();
 }
-
 
 template <int D>
 __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
