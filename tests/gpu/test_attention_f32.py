@@ -8,7 +8,11 @@ behind mt_scaled_dot_product_attention (float32, head dim 16 or 32) and mt_self_
                  (the mask aligned at the end) and not
   self_attention out and dqkv of qkv [B, T, 3 H Dh] against the same split, attention and merge in
                  torch float64, at the char-GPT shapes and at tails; twice, to the same bits
-  dispatch       one recorded node for each; head dim 8 and 64 stay on the composed path
+  dispatch       one recorded node for each; head dim 8 and 64 stay on the composed path;
+                 which kernels ran, by the hook's launch count (variant 3): on a compute
+                 capability 9.0 device production runs the three warpgroup-MMA kernels of a
+                 forward and backward at head dim 32 and none at head dim 16, variants 1 and 2
+                 none; on other GPUs none
 
 sdpa and self_attention run every case under each kernel generation of the internal hook
 mt_study_attention_f32: 0, the tensor-core kernels (production; 3xTF32 products; on Hopper at head
@@ -106,7 +110,7 @@ class AttentionF32Test(unittest.TestCase):
     def test_hook_refuses_unknown_variants(self):
         if STUDY is None:
             self.skipTest("the library has no mt_study_attention_f32")
-        for bad in (-1, 3, 100):
+        for bad in (-1, 4, 100):
             self.assertNotEqual(STUDY(bad), 0, "variant %d" % bad)
         for good in VARIANTS:
             self.assertEqual(STUDY(good), 0, "variant %d" % good)
@@ -176,6 +180,31 @@ class AttentionF32Test(unittest.TestCase):
                     self.check("dqkv", runs[0][1], wgrad, variant)
                     self.assertTrue(torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]),
                                     "two runs differ in some bit")
+
+    def wgmma_launches(self, variant, D):
+        """warpgroup-MMA launches counted by the hook over one forward and backward at head dim D."""
+        self.assertEqual(STUDY(variant), 0)
+        g = torch.Generator().manual_seed(SEED + D)
+        q, k, v, dout = [torch.randn(2, 2, 80, D, generator=g) for _ in range(4)]
+        hs = [to_mt(x, True) for x in (q, k, v)]
+        try:
+            before = STUDY(3)
+            out = U.call("mt_scaled_dot_product_attention", hs[0], hs[1], hs[2], c_int64(1))
+            backward_of(out, dout, hs, torch.float32)
+            return STUDY(3) - before
+        finally:
+            for h in hs:
+                U.release(h)
+
+    def test_kernels_that_run(self):
+        if STUDY is None:
+            self.skipTest("the library has no mt_study_attention_f32")
+        hopper = torch.cuda.get_device_capability() == (9, 0)
+        for variant in VARIANTS:
+            for D in (16, 32):
+                with self.subTest(variant=variant, D=D, hopper=hopper):
+                    want = 3 if hopper and variant == 0 and D == 32 else 0
+                    self.assertEqual(self.wgmma_launches(variant, D), want)
 
     def test_other_head_dims_stay_composed(self):
         rng = random.Random(SEED)

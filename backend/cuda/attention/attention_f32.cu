@@ -495,12 +495,9 @@ __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
   pdl_wait();  // launched with launch_pdl_wide; pdl_release() after the main loop
   __shared__ __align__(16) SplitTile<D> ks, vs;
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int tile = (a.tq + kTcRows - 1) / kTcRows - 1 - (int)blockIdx.x;  // the longest causal rows first
-  const int off = a.tk - a.tq, r0 = tile * kTcRows + 16 * warp;
-  const int kend = a.causal ? min(a.tk, min(a.tq, (tile + 1) * kTcRows) + off) : a.tk;  // keys the block sees
-  const int wend = r0 >= a.tq ? 0 : a.causal ? min(kend, min(a.tq - 1, r0 + 15) + off + 1) : kend;  // the warp's
-  const int lim0 = a.causal ? min(a.tk - 1, r0 + g + off) : a.tk - 1;  // the last key of rows r0 + g, r0 + g + 8
-  const int lim1 = a.causal ? min(a.tk - 1, r0 + g + 8 + off) : a.tk - 1;
+  static_assert(kTcRows == 64, "query_rows' tiles");
+  const QueryRows qr = query_rows(a.tq, a.tk, a.causal, warp, g);
+  const int r0 = qr.r0, kend = qr.kend, wend = qr.wend, lim0 = qr.lim0, lim1 = qr.lim1;
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
 
@@ -553,14 +550,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_fwd_tc_kernel(FwdArgs a) {
     }
   }
   pdl_release();
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  store_own<D>(a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads), a.o.row, r0, a.tq, o,
-               l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
-  if (t == 0) {
-    if (r0 + g < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : INFINITY;
-    if (r0 + g + 8 < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g + 8] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : INFINITY;
-  }
+  store_forward<D>(a, bh, r0, g, t, o, m0, m1, l0, l1);
 }
 
 // dq of the warp's 16 query rows; writes delta.
@@ -569,36 +559,16 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
   pdl_wait();  // launched with launch_pdl_wide; pdl_release() after the main loop
   __shared__ __align__(16) SplitTile<D> ks, vs;
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int tile = (a.tq + kTcRows - 1) / kTcRows - 1 - (int)blockIdx.x;
-  const int off = a.tk - a.tq, r0 = tile * kTcRows + 16 * warp;
-  const int kend = a.causal ? min(a.tk, min(a.tq, (tile + 1) * kTcRows) + off) : a.tk;
-  const int wend = r0 >= a.tq ? 0 : a.causal ? min(kend, min(a.tq - 1, r0 + 15) + off + 1) : kend;
-  const int lim0 = a.causal ? min(a.tk - 1, r0 + g + off) : a.tk - 1;
-  const int lim1 = a.causal ? min(a.tk - 1, r0 + g + 8 + off) : a.tk - 1;
-  const bool in0 = r0 + g < a.tq, in1 = r0 + g + 8 < a.tq;
+  const QueryRows qr = query_rows(a.tq, a.tk, a.causal, warp, g);
+  const int r0 = qr.r0, kend = qr.kend, wend = qr.wend, lim0 = qr.lim0, lim1 = qr.lim1;
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
-  const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
-  const float *op = a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads);
 
   FragA qf[D / 8], gf[D / 8];
   load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
-  load_own<D>(gf, gp, a.dout.row, r0, a.tq, 1.f);
-  // delta of rows r0 + g and r0 + g + 8 = dout . out, over the columns this lane's operands hold
-  float delta0 = 0.f, delta1 = 0.f;
-#pragma unroll
-  for (int c = 0; c < D; c += 4) {
-    if (in0) delta0 += gp[(int64_t)(r0 + g) * a.dout.row + c + t] * op[(int64_t)(r0 + g) * a.o.row + c + t];
-    if (in1) delta1 += gp[(int64_t)(r0 + g + 8) * a.dout.row + c + t] * op[(int64_t)(r0 + g + 8) * a.o.row + c + t];
-  }
-  delta0 = quad_sum(delta0);
-  delta1 = quad_sum(delta1);
-  if (t == 0) {
-    if (in0) a.delta[(int64_t)bh * a.tq + r0 + g] = delta0;
-    if (in1) a.delta[(int64_t)bh * a.tq + r0 + g + 8] = delta1;
-  }
-  const float lse0 = in0 ? a.lse[(int64_t)bh * a.tq + r0 + g] * kLog2e : INFINITY;
-  const float lse1 = in1 ? a.lse[(int64_t)bh * a.tq + r0 + g + 8] * kLog2e : INFINITY;
+  load_own<D>(gf, a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads), a.dout.row, r0, a.tq, 1.f);
+  const RowTerms rt = delta_lse<D>(a, bh, r0, g, t);
+  const float delta0 = rt.delta0, delta1 = rt.delta1, lse0 = rt.lse0, lse1 = rt.lse1;
   float dq[D / 8][4] = {};
 
   for (int k0 = 0; k0 < kend; k0 += kTcRows) {
@@ -720,6 +690,13 @@ void check_geometry(const char *op, const AttentionGeometry &g, double scale,
 // everywhere. MT_CUDA_ATTN_F32_ROWS set in the environment starts the process on 1, so whole
 // programs can be compared.
 std::atomic<int> g_attn_f32_variant{std::getenv("MT_CUDA_ATTN_F32_ROWS") != nullptr ? 1 : 0};
+std::atomic<int64_t> g_attn_wgmma_runs{0};  // warpgroup-MMA kernels launched (mt_study_attention_f32(3))
+
+// Counts a warpgroup-MMA launch that took place (launched true).
+bool counted(bool launched) {
+  if (launched) g_attn_wgmma_runs.fetch_add(1, std::memory_order_relaxed);
+  return launched;
+}
 
 // attention_f32_wgmma.cu's kernels: head dim 32 on Hopper.
 template <int D>
@@ -735,7 +712,7 @@ void launch_forward(Context &c, const FwdArgs &a, int64_t bh) {
   const int variant = g_attn_f32_variant.load(std::memory_order_relaxed);
   if (variant == 1) {
     attn_fwd_kernel<D, 1><<<dim3((unsigned)((a.tq + kRows - 1) / kRows), (unsigned)bh), kThreads, 0, c.stream>>>(a);
-  } else if (!(variant == 0 && use_wgmma<D>(c) && attention_f32_wgmma_forward(c, a, bh))) {
+  } else if (!(variant == 0 && use_wgmma<D>(c) && counted(attention_f32_wgmma_forward(c, a, bh)))) {
     const dim3 fwd_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
     MT_CUDA_CHECK(launch_pdl_wide(c, attn_fwd_tc_kernel<D>, fwd_grid, kTcThreads, a));
   }
@@ -753,12 +730,12 @@ void launch_backward(Context &c, const BwdArgs &a, int64_t bh) {
     return;
   }
   const bool wg = variant == 0 && use_wgmma<D>(c);
-  if (!(wg && attention_f32_wgmma_dq(c, a, bh))) {
+  if (!(wg && counted(attention_f32_wgmma_dq(c, a, bh)))) {
     const dim3 dq_grid((unsigned)((a.tq + kTcRows - 1) / kTcRows), (unsigned)bh);
     MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dq_tc_kernel<D>, dq_grid, kTcThreads, a));
   }
   MT_CUDA_CHECK_LAUNCH("attention_f32 backward (dq)");
-  if (!(wg && attention_f32_wgmma_dkv(c, a, bh))) {
+  if (!(wg && counted(attention_f32_wgmma_dkv(c, a, bh)))) {
     const dim3 dkv_grid((unsigned)((a.tk + kTcRows - 1) / kTcRows), (unsigned)bh);
     MT_CUDA_CHECK(launch_pdl_wide(c, attn_bwd_dkv_tc_kernel<D>, dkv_grid, kTcThreads, a));
   }
@@ -863,10 +840,13 @@ void attention_f32_backward(Context &c, const AttentionGeometry &g, float *dq, f
 //              device runs head dim 32, on mma.sync elsewhere
 //   variant 1  the row-per-thread FFMA kernels
 //   variant 2  the mma.sync tensor-core kernels everywhere
-// Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another variant (the selection is then left
-// as it was). It leaves mt_last_error() alone. Not thread-safe against launches running
+// and returns 0 (MT_OK); variant 3 changes nothing and returns how many warpgroup-MMA kernels
+// (forward, dq and dk/dv launches, each counted) have run in this process, the tests' proof that
+// production runs them on Hopper. MT_ERR_INVALID_ARGUMENT for another variant (the selection is
+// then left as it was). It leaves mt_last_error() alone. Not thread-safe against launches running
 // concurrently in other threads (they may see either selection).
 extern "C" MT_API int64_t mt_study_attention_f32(int64_t variant) {
+  if (variant == 3) return mt::cuda::g_attn_wgmma_runs.load(std::memory_order_relaxed);
   if (variant < 0 || variant > 2) return (int64_t)mt::Code::INVALID_ARGUMENT;
   mt::cuda::g_attn_f32_variant.store((int)variant, std::memory_order_relaxed);
   return 0;

@@ -4,7 +4,8 @@
 // warp's 16 owned rows and their store, and the launchers of the wgmma kernels.
 //
 // defines: kLog2e, kLn2, Operand, OutOperand, FwdArgs, BwdArgs, head_offset, for_tile,
-//          stage_lse_delta, FragA, set_frag, frag_of_c, load_own, store_own,
+//          stage_lse_delta, FragA, set_frag, frag_of_c, load_own, store_own, QueryRows,
+//          query_rows, RowTerms, delta_lse, store_forward,
 //          attention_f32_wgmma_forward / _dq / _dkv
 #pragma once
 
@@ -85,19 +86,28 @@ __device__ __forceinline__ void stage_lse_delta(float *lse_s, float *delta_s, co
 struct FragA {
   uint32_t hi[4], lo[4];
 };
+// f from the values of a[0] .. a[3], split by split_tf32, or by split_tf32_fast (integer
+// arithmetic) when kFast.
+template <bool kFast = false>
 __device__ __forceinline__ void set_frag(FragA &f, float a0, float a1, float a2, float a3) {
-  const Tf32 x0 = split_tf32(a0), x1 = split_tf32(a1), x2 = split_tf32(a2), x3 = split_tf32(a3);
-  f.hi[0] = x0.hi, f.hi[1] = x1.hi, f.hi[2] = x2.hi, f.hi[3] = x3.hi;
-  f.lo[0] = x0.lo, f.lo[1] = x1.lo, f.lo[2] = x2.lo, f.lo[3] = x3.lo;
+  const float a[4] = {a0, a1, a2, a3};
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const Tf32 x = kFast ? split_tf32_fast(a[e]) : split_tf32(a[e]);
+    f.hi[e] = x.hi, f.lo[e] = x.lo;
+  }
 }
-// The A operand of a C-layout tile c (one n-tile), its columns permuted: A column t is C column
-// 2t, column t + 4 is 2t + 1, so the product that takes it reads its B operand's rows (k) in that
-// order (row 2t as k = t, row 2t + 1 as k = t + 4, within each 8) and sums the same terms.
-__device__ __forceinline__ FragA frag_of_c(const float (&c)[4]) {
+// The A operand of a C-layout tile's entries c0 .. c3 (one n-tile), its columns permuted: A
+// column t is C column 2t, column t + 4 is 2t + 1, so the product that takes it reads its B
+// operand's rows (k) in that order (row 2t as k = t, row 2t + 1 as k = t + 4, within each 8) and
+// sums the same terms.
+template <bool kFast = false>
+__device__ __forceinline__ FragA frag_of_c(float c0, float c1, float c2, float c3) {
   FragA f;
-  set_frag(f, c[0], c[2], c[1], c[3]);
+  set_frag<kFast>(f, c0, c2, c1, c3);
   return f;
 }
+__device__ __forceinline__ FragA frag_of_c(const float (&c)[4]) { return frag_of_c(c[0], c[1], c[2], c[3]); }
 
 // The warp's 16 rows [r0, r0 + 16) of src (rows >= n as 0), times mul, as D / 8 A operands.
 template <int D>
@@ -127,6 +137,69 @@ __device__ __forceinline__ void store_own(float *dst, int64_t row, int r0, int n
     if (r0 + g + 8 < n)
       *reinterpret_cast<float2 *>(dst + (int64_t)(r0 + g + 8) * row + c) =
           make_float2(acc[nn][2] * mul1, acc[nn][3] * mul1);
+  }
+}
+
+// The query rows of a forward or dq block of the tensor-core kernels (64 rows, 16 a warp) and
+// the keys they see. The block takes query tile `tiles - 1 - blockIdx.x` (the longest causal
+// rows first); r0 is the warp's first row, kend one past the last key the block sees, wend one
+// past the last key the warp sees, lim0 and lim1 the last keys rows r0 + g and r0 + g + 8 see
+// (g = lane / 4).
+struct QueryRows {
+  int r0, kend, wend, lim0, lim1;
+};
+__device__ __forceinline__ QueryRows query_rows(const int tq, const int tk, const int causal, const int warp,
+                                                const int g) {
+  const int tile = (tq + 63) / 64 - 1 - (int)blockIdx.x;
+  const int off = tk - tq, r0 = tile * 64 + 16 * warp;
+  const int kend = causal ? min(tk, min(tq, (tile + 1) * 64) + off) : tk;
+  const int wend = r0 >= tq ? 0 : causal ? min(kend, min(tq - 1, r0 + 15) + off + 1) : kend;
+  const int lim0 = causal ? min(tk - 1, r0 + g + off) : tk - 1;
+  const int lim1 = causal ? min(tk - 1, r0 + g + 8 + off) : tk - 1;
+  return {r0, kend, wend, lim0, lim1};
+}
+
+// A dq kernel's terms of rows r0 + g and r0 + g + 8 (t = lane % 4): delta = dout . out, over the
+// columns this lane's operands hold then the quad, written to a.delta; and the lse in base 2
+// (+inf past tq).
+struct RowTerms {
+  float delta0, delta1, lse0, lse1;
+};
+template <int D>
+__device__ __forceinline__ RowTerms delta_lse(const BwdArgs &a, const int bh, const int r0, const int g, const int t) {
+  const bool in0 = r0 + g < a.tq, in1 = r0 + g + 8 < a.tq;
+  const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
+  const float *op = a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads);
+  RowTerms r{0.f, 0.f, INFINITY, INFINITY};
+#pragma unroll
+  for (int c = 0; c < D; c += 4) {
+    if (in0) r.delta0 += gp[(int64_t)(r0 + g) * a.dout.row + c + t] * op[(int64_t)(r0 + g) * a.o.row + c + t];
+    if (in1) r.delta1 += gp[(int64_t)(r0 + g + 8) * a.dout.row + c + t] * op[(int64_t)(r0 + g + 8) * a.o.row + c + t];
+  }
+  r.delta0 = quad_sum(r.delta0);
+  r.delta1 = quad_sum(r.delta1);
+  if (t == 0) {
+    if (in0) a.delta[(int64_t)bh * a.tq + r0 + g] = r.delta0;
+    if (in1) a.delta[(int64_t)bh * a.tq + r0 + g + 8] = r.delta1;
+  }
+  if (in0) r.lse0 = a.lse[(int64_t)bh * a.tq + r0 + g] * kLog2e;
+  if (in1) r.lse1 = a.lse[(int64_t)bh * a.tq + r0 + g + 8] * kLog2e;
+  return r;
+}
+
+// A forward kernel's end for rows r0 + g and r0 + g + 8: the quad's row sums l0 and l1 added,
+// o / l stored, and the lse (natural log; +inf for a row with no key) written.
+template <int D>
+__device__ __forceinline__ void store_forward(const FwdArgs &a, const int bh, const int r0, const int g, const int t,
+                                              const float (&o)[D / 8][4], const float m0, const float m1, float l0,
+                                              float l1) {
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  store_own<D>(a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads), a.o.row, r0, a.tq, o,
+               l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
+  if (t == 0) {
+    if (r0 + g < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : INFINITY;
+    if (r0 + g + 8 < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g + 8] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : INFINITY;
   }
 }
 

@@ -99,17 +99,10 @@ __device__ __forceinline__ void gather(float (&acc)[D / 2], const FragA *f, uint
   }
 }
 
-// The A operand of score columns 8j .. 8j + 7 (accumulator entries 4j .. 4j + 3), permuted as
-// frag_of_c does, split by split_tf32_fast.
+// The A operand of score columns 8j .. 8j + 7 (accumulator entries 4j .. 4j + 3), split by
+// split_tf32_fast.
 __device__ __forceinline__ FragA frag_at(const float (&s)[32], int j) {
-  FragA f;
-  const int order[4] = {0, 2, 1, 3};
-#pragma unroll
-  for (int e = 0; e < 4; e++) {
-    const Tf32 x = split_tf32_fast(s[4 * j + order[e]]);
-    f.hi[e] = x.hi, f.lo[e] = x.lo;
-  }
-  return f;
+  return frag_of_c<true>(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
 }
 
 __device__ __forceinline__ uint32_t *smem_tiles(uint8_t *raw) {
@@ -123,11 +116,8 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_wg_kernel(FwdArgs a) {
   uint32_t *const khi = smem_tiles(smem_raw), *const klo = khi + kHalf, *const vhi = khi + 2 * kHalf,
                   *const vlo = khi + 3 * kHalf;
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int tile = (a.tq + kRows - 1) / kRows - 1 - (int)blockIdx.x;  // the longest causal rows first
-  const int off = a.tk - a.tq, r0 = tile * kRows + 16 * warp;
-  const int kend = a.causal ? min(a.tk, min(a.tq, (tile + 1) * kRows) + off) : a.tk;  // keys the block sees
-  const int lim0 = a.causal ? min(a.tk - 1, r0 + g + off) : a.tk - 1;  // the last key of rows r0 + g, + 8
-  const int lim1 = a.causal ? min(a.tk - 1, r0 + g + 8 + off) : a.tk - 1;
+  const QueryRows qr = query_rows(a.tq, a.tk, a.causal, warp, g);
+  const int r0 = qr.r0, kend = qr.kend, lim0 = qr.lim0, lim1 = qr.lim1;
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
 
@@ -187,14 +177,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_wg_kernel(FwdArgs a) {
     }
   }
   pdl_release();
-  l0 = quad_sum(l0);
-  l1 = quad_sum(l1);
-  store_own<D>(a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads), a.o.row, r0, a.tq, o,
-               l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
-  if (t == 0) {
-    if (r0 + g < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : INFINITY;
-    if (r0 + g + 8 < a.tq) a.lse[(int64_t)bh * a.tq + r0 + g + 8] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : INFINITY;
-  }
+  store_forward<D>(a, bh, r0, g, t, o, m0, m1, l0, l1);
 }
 
 // dq of the block's 64 query rows; writes delta.
@@ -204,35 +187,16 @@ __global__ void __launch_bounds__(kThreads) attn_dq_wg_kernel(BwdArgs a) {
   uint32_t *const khi = smem_tiles(smem_raw), *const klo = khi + kHalf, *const vhi = khi + 2 * kHalf,
                   *const vlo = khi + 3 * kHalf, *const kthi = khi + 4 * kHalf, *const ktlo = khi + 5 * kHalf;
   const int bh = blockIdx.y, warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int tile = (a.tq + kRows - 1) / kRows - 1 - (int)blockIdx.x;
-  const int off = a.tk - a.tq, r0 = tile * kRows + 16 * warp;
-  const int kend = a.causal ? min(a.tk, min(a.tq, (tile + 1) * kRows) + off) : a.tk;
-  const int lim0 = a.causal ? min(a.tk - 1, r0 + g + off) : a.tk - 1;
-  const int lim1 = a.causal ? min(a.tk - 1, r0 + g + 8 + off) : a.tk - 1;
-  const bool in0 = r0 + g < a.tq, in1 = r0 + g + 8 < a.tq;
+  const QueryRows qr = query_rows(a.tq, a.tk, a.causal, warp, g);
+  const int r0 = qr.r0, kend = qr.kend, lim0 = qr.lim0, lim1 = qr.lim1;
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
-  const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
-  const float *op = a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads);
 
   FragA qf[D / 8], gf[D / 8];
   load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
-  load_own<D>(gf, gp, a.dout.row, r0, a.tq, 1.f);
-  // delta of rows r0 + g and r0 + g + 8 = dout . out, over the columns this lane's operands hold
-  float delta0 = 0.f, delta1 = 0.f;
-#pragma unroll
-  for (int c = 0; c < D; c += 4) {
-    if (in0) delta0 += gp[(int64_t)(r0 + g) * a.dout.row + c + t] * op[(int64_t)(r0 + g) * a.o.row + c + t];
-    if (in1) delta1 += gp[(int64_t)(r0 + g + 8) * a.dout.row + c + t] * op[(int64_t)(r0 + g + 8) * a.o.row + c + t];
-  }
-  delta0 = quad_sum(delta0);
-  delta1 = quad_sum(delta1);
-  if (t == 0) {
-    if (in0) a.delta[(int64_t)bh * a.tq + r0 + g] = delta0;
-    if (in1) a.delta[(int64_t)bh * a.tq + r0 + g + 8] = delta1;
-  }
-  const float lse0 = in0 ? a.lse[(int64_t)bh * a.tq + r0 + g] * kLog2e : INFINITY;
-  const float lse1 = in1 ? a.lse[(int64_t)bh * a.tq + r0 + g + 8] * kLog2e : INFINITY;
+  load_own<D>(gf, a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads), a.dout.row, r0, a.tq, 1.f);
+  const RowTerms rt = delta_lse<D>(a, bh, r0, g, t);
+  const float delta0 = rt.delta0, delta1 = rt.delta1, lse0 = rt.lse0, lse1 = rt.lse1;
   float dq[D / 8][4] = {};
 
   for (int k0 = 0; k0 < kend; k0 += kRows) {
