@@ -17,7 +17,7 @@
 //   pdl_enter, pdl_wait, pdl_release,
 //   launch_pdl(_if, _wide), launch_pdl_smem_if   programmatic dependent launch (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
-//   cp_async16, cp_async_commit, cp_async_wait   asynchronous 16-byte copies global -> shared
+//   cp_async16, cp_async4, cp_async_commit, cp_async_wait   asynchronous 16- and 4-byte copies global -> shared
 //   warp_sum / block_sum                    deterministic shuffle reductions
 //   quad_max / quad_sum                     over the 4 lanes of an mma C fragment's row
 //   grid_sum_finish                         a grid's sum finished by its last block (a ticket)
@@ -176,6 +176,11 @@ struct Chunk {
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid = true) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
                "l"(src), "r"(valid ? 16 : 0));
+}
+// The same for 4 bytes (dst and src 4-byte aligned; cached in L1 as well, .ca).
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid = true) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(valid ? 4 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
