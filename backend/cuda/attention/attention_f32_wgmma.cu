@@ -286,10 +286,6 @@ __global__ void __launch_bounds__(kThreads) attn_dkv_wg_kernel(BwdArgs a) {
   const float *qp = a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads);
   const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
 
-  FragA kf[D / 8], vf[D / 8];
-  load_own<D>(kf, a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads), a.k.row, j0, a.tk, a.scale2);
-  load_own<D>(vf, a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads), a.v.row, j0, a.tk, 1.f);
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   // the query tile at i0: q and dout into qraw and graw, its lse and delta into terms_raw
   const auto fetch_queries = [&](int i0) {
     fetch(qraw, qp, a.q.row, i0, a.tq);
@@ -301,6 +297,10 @@ __global__ void __launch_bounds__(kThreads) attn_dkv_wg_kernel(BwdArgs a) {
   static_assert(kThreads == 2 * kRows, "a thread for each lse and delta of a tile");
   if (qbeg < a.tq) fetch_queries(qbeg);
   cp_async_commit();
+  FragA kf[D / 8], vf[D / 8];
+  load_own<D>(kf, a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads), a.k.row, j0, a.tk, a.scale2);
+  load_own<D>(vf, a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads), a.v.row, j0, a.tk, 1.f);
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
 
   for (int i0 = qbeg; i0 < a.tq; i0 += kRows) {
     cp_async_wait<0>();
