@@ -565,9 +565,7 @@ __global__ void __launch_bounds__(kTcThreads) attn_bwd_dq_tc_kernel(BwdArgs a) {
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
 
   FragA qf[D / 8], gf[D / 8];
-  load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
-  load_own<D>(gf, a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads), a.dout.row, r0, a.tq, 1.f);
-  const RowTerms rt = delta_lse<D>(a, bh, r0, g, t);
+  const RowTerms rt = dq_rows<D>(qf, gf, a, bh, r0, g, t);
   const float delta0 = rt.delta0, delta1 = rt.delta1, lse0 = rt.lse0, lse1 = rt.lse1;
   float dq[D / 8][4] = {};
 

@@ -5,7 +5,7 @@
 //
 // defines: kLog2e, kLn2, Operand, OutOperand, FwdArgs, BwdArgs, head_offset, for_tile,
 //          stage_lse_delta, FragA, set_frag, frag_of_c, load_own, store_own, QueryRows,
-//          query_rows, RowTerms, delta_lse, store_forward,
+//          query_rows, RowTerms, dq_rows, store_forward,
 //          attention_f32_wgmma_forward / _dq / _dkv
 #pragma once
 
@@ -159,17 +159,21 @@ __device__ __forceinline__ QueryRows query_rows(const int tq, const int tk, cons
   return {r0, kend, wend, lim0, lim1};
 }
 
-// A dq kernel's terms of rows r0 + g and r0 + g + 8 (t = lane % 4): delta = dout . out, over the
-// columns this lane's operands hold then the quad, written to a.delta; and the lse in base 2
-// (+inf past tq).
+// A dq kernel's own rows: q (times scale2) and dout of rows [r0, r0 + 16) as A operands into qf
+// and gf (load_own), and the terms of rows r0 + g and r0 + g + 8 (t = lane % 4): delta = dout .
+// out, over the columns this lane's operands hold then the quad, written to a.delta; and the lse
+// in base 2 (+inf past tq).
 struct RowTerms {
   float delta0, delta1, lse0, lse1;
 };
 template <int D>
-__device__ __forceinline__ RowTerms delta_lse(const BwdArgs &a, const int bh, const int r0, const int g, const int t) {
-  const bool in0 = r0 + g < a.tq, in1 = r0 + g + 8 < a.tq;
+__device__ __forceinline__ RowTerms dq_rows(FragA (&qf)[D / 8], FragA (&gf)[D / 8], const BwdArgs &a, const int bh,
+                                            const int r0, const int g, const int t) {
   const float *gp = a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads);
   const float *op = a.o.p + head_offset(a.o.batch, a.o.head, bh, a.heads);
+  load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
+  load_own<D>(gf, gp, a.dout.row, r0, a.tq, 1.f);
+  const bool in0 = r0 + g < a.tq, in1 = r0 + g + 8 < a.tq;
   RowTerms r{0.f, 0.f, INFINITY, INFINITY};
 #pragma unroll
   for (int c = 0; c < D; c += 4) {

@@ -63,6 +63,18 @@ __device__ __forceinline__ void fetch(float *raw, const float *src, int64_t row,
   }
 }
 
+// Keys [k0, k0 + 64) of a's k and v (head rows from kp and vp; zero past kend) into kraw and
+// vraw as one cp.async group; an empty group from k0 = kend on.
+template <class Args>
+__device__ __forceinline__ void fetch_kv(float *kraw, float *vraw, const Args &a, const float *kp, const float *vp,
+                                         int k0, int kend) {
+  if (k0 < kend) {
+    fetch(kraw, kp, a.k.row, k0, kend);
+    fetch(vraw, vp, a.v.row, k0, kend);
+  }
+  cp_async_commit();
+}
+
 // The fetched tile raw split into the rows layout (hi, lo) when NAT and the cols layout (thi,
 // tlo) when TR. With TR a warp takes 32 rows of one 16-byte column (the raw reads conflict-free
 // by raw's order, the transposed 4-byte writes on 32 banks); else 4 whole rows.
@@ -134,9 +146,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_wg_kernel(FwdArgs a) {
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
 
-  fetch(kraw, kp, a.k.row, 0, kend);
-  fetch(vraw, vp, a.v.row, 0, kend);
-  cp_async_commit();
+  fetch_kv(kraw, vraw, a, kp, vp, 0, kend);
   FragA qf[D / 8];
   load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
   float o[D / 8][4] = {}, m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
@@ -148,11 +158,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_wg_kernel(FwdArgs a) {
     stage<false, true>(nullptr, nullptr, vhi, vlo, vraw);
     fa::fence_proxy_async();
     __syncthreads();
-    if (k0 + kRows < kend) {
-      fetch(kraw, kp, a.k.row, k0 + kRows, kend);
-      fetch(vraw, vp, a.v.row, k0 + kRows, kend);
-    }
-    cp_async_commit();
+    fetch_kv(kraw, vraw, a, kp, vp, k0 + kRows, kend);
     float s[32];
     fa::wgmma_fence();
     score(s, qf, fa::smem_u32(khi), fa::smem_u32(klo));
@@ -214,14 +220,10 @@ __global__ void __launch_bounds__(kThreads) attn_dq_wg_kernel(BwdArgs a) {
   const int r0 = qr.r0, kend = qr.kend, lim0 = qr.lim0, lim1 = qr.lim1;
   const float *kp = a.k.p + head_offset(a.k.batch, a.k.head, bh, a.heads);
   const float *vp = a.v.p + head_offset(a.v.batch, a.v.head, bh, a.heads);
-  fetch(kraw, kp, a.k.row, 0, kend);
-  fetch(vraw, vp, a.v.row, 0, kend);
-  cp_async_commit();
+  fetch_kv(kraw, vraw, a, kp, vp, 0, kend);
 
   FragA qf[D / 8], gf[D / 8];
-  load_own<D>(qf, a.q.p + head_offset(a.q.batch, a.q.head, bh, a.heads), a.q.row, r0, a.tq, a.scale2);
-  load_own<D>(gf, a.dout.p + head_offset(a.dout.batch, a.dout.head, bh, a.heads), a.dout.row, r0, a.tq, 1.f);
-  const RowTerms rt = delta_lse<D>(a, bh, r0, g, t);
+  const RowTerms rt = dq_rows<D>(qf, gf, a, bh, r0, g, t);
   const float delta0 = rt.delta0, delta1 = rt.delta1, lse0 = rt.lse0, lse1 = rt.lse1;
   float dq[D / 8][4] = {};
 
@@ -232,11 +234,7 @@ __global__ void __launch_bounds__(kThreads) attn_dq_wg_kernel(BwdArgs a) {
     stage<true, false>(vhi, vlo, nullptr, nullptr, vraw);
     fa::fence_proxy_async();
     __syncthreads();
-    if (k0 + kRows < kend) {
-      fetch(kraw, kp, a.k.row, k0 + kRows, kend);
-      fetch(vraw, vp, a.v.row, k0 + kRows, kend);
-    }
-    cp_async_commit();
+    fetch_kv(kraw, vraw, a, kp, vp, k0 + kRows, kend);
     float s[32], dp[32];
     fa::wgmma_fence();
     score(s, qf, fa::smem_u32(khi), fa::smem_u32(klo));
