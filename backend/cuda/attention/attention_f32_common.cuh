@@ -5,7 +5,7 @@
 //
 // defines: kLog2e, kLn2, Operand, OutOperand, FwdArgs, BwdArgs, head_offset, for_tile,
 //          stage_lse_delta, FragA, set_frag, frag_of_c, load_own, store_own, QueryRows,
-//          query_rows, RowTerms, dq_rows, store_forward,
+//          query_rows, RowTerms, dq_rows, SoftmaxStep, softmax_step, store_forward,
 //          attention_f32_wgmma_forward / _dq / _dkv
 #pragma once
 
@@ -189,6 +189,24 @@ __device__ __forceinline__ RowTerms dq_rows(FragA (&qf)[D / 8], FragA (&gf)[D / 
   if (in0) r.lse0 = a.lse[(int64_t)bh * a.tq + r0 + g] * kLog2e;
   if (in1) r.lse1 = a.lse[(int64_t)bh * a.tq + r0 + g + 8] * kLog2e;
   return r;
+}
+
+// A forward kernel's online-softmax step for rows r0 + g and r0 + g + 8: mx0 and mx1 are this
+// lane's maxima over the row's running max and its new scores, made quad-wide here. The bases b
+// that the new scores' exponentials take (0 while a row has seen no key, whose scores are then
+// all -inf) and the factors corr that rescale o are returned; m moves to the new maxima and l is
+// rescaled.
+struct SoftmaxStep {
+  float b0, b1, corr0, corr1;
+};
+__device__ __forceinline__ SoftmaxStep softmax_step(float mx0, float mx1, float &m0, float &m1, float &l0, float &l1) {
+  mx0 = quad_max(mx0);
+  mx1 = quad_max(mx1);
+  const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+  const SoftmaxStep st{b0, b1, exp2f(m0 - b0), exp2f(m1 - b1)};  // corr 0 while a row had nothing
+  m0 = mx0, m1 = mx1;
+  l0 *= st.corr0, l1 *= st.corr1;
+  return st;
 }
 
 // A forward kernel's end for rows r0 + g and r0 + g + 8: the quad's row sums l0 and l1 added,

@@ -175,12 +175,8 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_wg_kernel(FwdArgs a) {
       mx0 = fmaxf(mx0, fmaxf(s[4 * j], s[4 * j + 1]));
       mx1 = fmaxf(mx1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
     }
-    mx0 = quad_max(mx0);
-    mx1 = quad_max(mx1);
-    const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
-    const float corr0 = exp2f(m0 - b0), corr1 = exp2f(m1 - b1);  // 0 while a row had nothing
-    m0 = mx0, m1 = mx1;
-    l0 *= corr0, l1 *= corr1;
+    const SoftmaxStep st = softmax_step(mx0, mx1, m0, m1, l0, l1);
+    const float b0 = st.b0, b1 = st.b1, corr0 = st.corr0, corr1 = st.corr1;
     FragA pf[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
