@@ -25,13 +25,17 @@ class Skip(Exception):
 
 
 class Row:
-    """One line of the table. Times in ms; work_bytes or work_flops give the throughput."""
+    """One line of the table. Times in ms; work_bytes or work_flops give the throughput.
+    ceiling_ms, where set, is the time of the ceiling for this same work measured in the same
+    run (the GEMM rows: cuBLAS at the row's precision); the % column is then against it."""
 
-    def __init__(self, work, shape, mt_ms=None, torch_ms=None, work_bytes=None, work_flops=None, note=""):
+    def __init__(self, work, shape, mt_ms=None, torch_ms=None, work_bytes=None, work_flops=None, note="",
+                 ceiling_ms=None):
         self.work, self.shape = work, shape
         self.mt_ms, self.torch_ms = mt_ms, torch_ms
         self.work_bytes, self.work_flops = work_bytes, work_flops
         self.note = note
+        self.ceiling_ms = ceiling_ms
         self.failed = False
 
     def ratio(self):
@@ -131,11 +135,23 @@ def fmt_num(v):
     return "%.0f" % v if v >= 100 else ("%.1f" % v if v >= 10 else "%.2f" % v)
 
 
+def percent_of_ceiling(r, copy_gbs):
+    """minitorch's share of the row's ceiling as a table cell: the measured copy bandwidth for a
+    row in GB/s, the row's own ceiling_ms (the GEMM rows' cuBLAS) where set; else a dash."""
+    if r.ceiling_ms and r.mt_ms:
+        return "%.0f%%" % (100 * r.ceiling_ms / r.mt_ms)
+    mt_tp, unit = r.throughput(r.mt_ms)
+    if unit == "GB/s" and mt_tp and copy_gbs:
+        return "%.0f%%" % (100 * mt_tp / copy_gbs)
+    return "—"
+
+
 def format_table(rows, copy_gbs):
     """The markdown table: work, shape, minitorch, PyTorch, ratio (PyTorch time / minitorch time),
-    throughput (minitorch / PyTorch), % of the measured copy bandwidth (minitorch), notes."""
+    throughput (minitorch / PyTorch), % of the ceiling (minitorch against the measured copy
+    bandwidth, or against cuBLAS for the GEMM rows), notes."""
     out = ["| work | shape | minitorch | PyTorch | ratio | GB/s or TFLOP/s (minitorch / PyTorch) "
-           "| % of copy BW | notes |",
+           "| % of copy BW or GEMM ceiling | notes |",
            "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         ratio = r.ratio()
@@ -143,7 +159,7 @@ def format_table(rows, copy_gbs):
         pt_tp, unit2 = r.throughput(r.torch_ms)
         unit = unit or unit2
         tp = "—" if unit == "" else "%s / %s %s" % (fmt_num(mt_tp), fmt_num(pt_tp), unit)
-        pct = "%.0f%%" % (100 * mt_tp / copy_gbs) if (unit == "GB/s" and mt_tp and copy_gbs) else "—"
+        pct = percent_of_ceiling(r, copy_gbs)
         out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r.work, r.shape, fmt_ms(r.mt_ms), fmt_ms(r.torch_ms),
             "%.2f×" % ratio if ratio else "—", tp, pct, r.note.replace("|", "/")))

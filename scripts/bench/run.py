@@ -11,7 +11,7 @@ Options: --reps N (median of N, default 7), --only copy,xor,... (see --list), --
 --no-write. The library is $MINITORCH_LIB, else build/libminitorch.so; the commit named in the
 section is git's HEAD, or $MT_BENCH_COMMIT. Each workload's rows are printed as it finishes.
 It measures the device copy bandwidth first (the ceiling of the bandwidth-bound rows),
-then each workload. Workloads that fail are reported in the table and make the exit status 1;
+then each workload; the GEMM rows measure their own ceiling, cuBLAS at the row's precision. Workloads that fail are reported in the table and make the exit status 1;
 work the library does not offer yet is listed as skipped.
 """
 import argparse
@@ -149,6 +149,8 @@ def render(U, ctx, gpu, rows, skipped, reps, seconds):
     if ctx.copy_gbs:
         lines.append("Copy bandwidth (read + write), the ceiling of the bandwidth-bound rows: %.0f GB/s, "
                      "measured with %s on %s." % (ctx.copy_gbs, ctx.copy_source, ctx.elem_shape()))
+    lines.append("The GEMM rows' % column is against cuBLAS on the same product and precision in the same run, "
+                 "as each row's note says.")
     lines.append("")
     lines.extend(harness.format_table(rows, ctx.copy_gbs))
     lines.append("")

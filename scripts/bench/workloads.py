@@ -21,7 +21,7 @@ import time
 from ctypes import byref, c_double, c_int64, c_void_p
 
 import abi_util as U
-from harness import Row, Skip
+from harness import Row, Skip, fmt_ms
 
 F32 = U.MT_F32
 
@@ -212,8 +212,10 @@ def bench_matmul(ctx):
     note = check_vs_torch(ctx, "mt_matmul", ctx.torch.matmul if ctx.torch else None, [(256, 256), (256, 256)], 1e-5)
     a, b = mt_randn(ctx, (n, n), 30), mt_randn(ctx, (n, n), 31)
     iters = max(2, ctx.iters // 2)
+    cublas_ms = None
     try:
         mt_ms = ctx.timer.mt(lambda: U.release(U.call("mt_matmul", a, b)), iters, ctx.reps)
+        cublas_ms = _cublas_sgemm_ms(ctx, a, b, iters)
     finally:
         U.release(a)
         U.release(b)
@@ -223,8 +225,27 @@ def bench_matmul(ctx):
         tb = ctx.torch.randn(n, n, device=ctx.tdev)
         t_ms = ctx.timer.torch_time(lambda: ctx.torch.matmul(ta, tb), iters, ctx.reps)
         del ta, tb
+    if cublas_ms:
+        note += "; GEMM ceiling: cuBLAS SGEMM %s through minitorch's cuBLAS path (mt_study_gemm_f32(1))" % (
+            fmt_ms(cublas_ms))
     return [Row("SGEMM f32, TF32 off (mt_matmul vs torch.matmul)", "%d³" % n, mt_ms, t_ms,
-                work_flops=2.0 * n ** 3, note=note)]
+                work_flops=2.0 * n ** 3, note=note, ceiling_ms=cublas_ms)]
+
+
+def _cublas_sgemm_ms(ctx, a, b, iters):
+    """The float32 GEMM ceiling: the same product on cuBLAS (CUBLAS_COMPUTE_32F), timed through
+    minitorch's matmul with the internal hook mt_study_gemm_f32 sending every float32 product to
+    cuBLAS; None where the library has no such hook (a CPU build) or the run is on the CPU."""
+    hook = getattr(U.LIB, "mt_study_gemm_f32", None)
+    if hook is None or ctx.device != U.MT_CUDA:
+        return None
+    hook.restype, hook.argtypes = c_int64, [c_int64]
+    if hook(1) != 0:
+        raise RuntimeError("mt_study_gemm_f32(1) refused")
+    try:
+        return ctx.timer.mt(lambda: U.release(U.call("mt_matmul", a, b)), iters, ctx.reps)
+    finally:
+        hook(0)
 
 
 def _matmul_variant(ctx, label, mt_dtype, torch_dtype, tf32, tol):
@@ -278,7 +299,9 @@ def _matmul_variant(ctx, label, mt_dtype, torch_dtype, tf32, tol):
     finally:
         U.LIB.mt_set_allow_tf32(prev)
         torch.backends.cuda.matmul.allow_tf32 = False
-    return Row(label, "%d³" % n, mt_ms, t_ms, work_flops=2.0 * n ** 3, note="matches torch (rel err %.1e)" % e)
+    # minitorch runs these precisions on cuBLASLt itself; the ceiling is cuBLAS through torch.matmul
+    return Row(label, "%d³" % n, mt_ms, t_ms, work_flops=2.0 * n ** 3, ceiling_ms=t_ms,
+               note="matches torch (rel err %.1e); GEMM ceiling: cuBLAS through torch.matmul" % e)
 
 
 def bench_matmul_reduced(ctx):
