@@ -62,9 +62,10 @@ if STUDY is not None:
     STUDY.restype, STUDY.argtypes = c_int64, [c_int64]
 
 # (rows, in, out, bias): char-GPT large's qkv and fc2 layers (weight gradients split in k), tails
-# (split in 3), a weight gradient too short to split, too small, unaligned rows
+# (split in 3), a weight gradient too short to split, too small, unaligned rows, and a forward
+# split in k (x W^T with k 4096 on 4 tiles) whose 65 x 67 output and bias have odd sizes
 LINEAR_CASES = [(8192, 128, 384, True), (8192, 512, 128, True), (999, 132, 260, True), (300, 128, 516, True),
-                (1000, 36, 68, False), (64, 128, 128, True), (700, 130, 96, True)]
+                (1000, 36, 68, False), (64, 128, 128, True), (700, 130, 96, True), (65, 4096, 67, True)]
 # (batch, m, k, n)
 MATMUL_CASES = [(3, 200, 64, 300), (2, 129, 256, 72)]
 
