@@ -32,22 +32,29 @@
 //   X(index, forward BC, forward warpgroups (BR = 64 each),
 //     backward key/value pass: query tile BR, warpgroups (BC = 64 keys each),
 //     backward dQ pass: key tile BC, warpgroups (BR = 64 queries each))
+// Rows 3 and 4 run the forward with one warpgroup a CTA (BR 64), so that two or more CTAs
+// share an SM and one's softmax can run under another's products; their backward is the
+// production row's.
 #define MT_FA_WGMMA_D64(X)  \
   X(0, 128, 2, 64, 2, 64, 2) \
   X(1, 128, 3, 128, 1, 128, 1) \
-  X(2, 64, 2, 64, 1, 128, 2)
+  X(2, 64, 2, 64, 1, 128, 2) \
+  X(3, 128, 1, 128, 1, 128, 1) \
+  X(4, 64, 1, 128, 1, 128, 1)
 
 #define MT_FA_WGMMA_D128(X) \
   X(0, 128, 2, 64, 2, 64, 2) \
   X(1, 64, 2, 64, 1, 64, 1) \
-  X(2, 64, 3, 64, 1, 64, 3)
+  X(2, 64, 3, 64, 1, 64, 3) \
+  X(3, 64, 1, 64, 2, 64, 2) \
+  X(4, 128, 1, 64, 2, 64, 2)
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
 constexpr int kNumTunedConfigs = 4;  // rows of each tuned table above
-constexpr int kNumWgmmaConfigs = 3;  // rows of each wgmma table above
+constexpr int kNumWgmmaConfigs = 5;  // rows of each wgmma table above
 constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa_v5 (wgmma)
 
 // Production (generation 0): generation 4 with the rows tune_attention.py measured best
@@ -57,14 +64,17 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 constexpr int default_forward_config(int) { return 1; }
 // On a compute capability 9.0 device production is generation 5 (wgmma) (H200, 2026-11-26,
 // tune_attention.py --quick, geomean TFLOP/s at D 64 / 128):
-//   forward: row 0 for both head dims (BC 128, 2 warpgroups; row 2 at D 64 up to 2048 keys,
+//   forward: row 0 for both head dims (BC 128, 2 warpgroups; row 4 at D 64 up to 2048 keys,
 //     below): 322 / 412, against tuned row 1's 265 / 263 and PyTorch flash's 276 / 324;
 //   backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
 //     112 / 115.
-// At D 64 and up to 2048 keys, forward row 2 (BC 64): tune_attention.py on an H200, 2026-11-27,
-// T 512: 287 / 182 TFLOP/s (causal: second) against row 0's 242 / 157 and PyTorch flash's 249 /
-// 144; T 2048 (2026-11-26): 340 / 278 against 326 / 269; T 8192: 353 / 317 against 362 / 337.
-constexpr int default_wgmma_forward_config(int d, int64_t tk) { return d == 64 && tk <= 2048 ? 2 : 0; }
+// At D 64 and up to 2048 keys, forward row 4 (BC 64, one warpgroup a CTA, four CTAs an SM):
+// tune_attention.py on an H100, 2026-11-28, TFLOP/s (causal second) at T 512: 302 / 219 against
+// row 2's 280 / 183; T 1024: 327 / 263 against 322 / 233; T 2048: 347 / 292 against 347 / 276.
+// At T 4096 it runs within 5% of row 0, at 16384 8-14% slower (docs/flash_attention.md). Row 2
+// before it (BC 64, two warpgroups), on an H200, 2026-11-27, T 512: 287 / 182 against row 0's
+// 242 / 157 and PyTorch flash's 249 / 144; T 2048 (2026-11-26): 340 / 278 against 326 / 269.
+constexpr int default_wgmma_forward_config(int d, int64_t tk) { return d == 64 && tk <= 2048 ? 4 : 0; }
 constexpr int default_wgmma_backward_config(int d) { return d == 64 ? 1 : 0; }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
