@@ -5,10 +5,13 @@
 //           reductions | matmul, linear | shape ops | device and dtype
 #include "ops.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <thread>
+#include <vector>
 
 #include "backend/philox.h"
 
@@ -121,22 +124,49 @@ Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device dev
     if (t->numel()) t->backend().fill_uniform(t->data(), t->numel(), dtype, seed);
     return t;
   }
-  int64_t n = shape_numel(shape);
-  std::vector<double> vals((size_t)n);
-  bool dp = dtype == DType::F64;
-  if (normal)
-    for (int64_t i = 0; i < n; i++) vals[(size_t)i] = philox_normal_at(seed, i, dp);
-  else
-    philox_uniforms(seed, n, dp, [&](int64_t i, double u) { vals[(size_t)i] = u; });
+  // Drawn on the host by up to 16 threads, each over its own range of the stream in chunks of
+  // 4096 doubles cast to the tensor's dtype by the CPU backend: the values of a single-threaded
+  // draw, bit for bit (every element is a pure function of seed and index), written straight
+  // into a CPU tensor or into one staging buffer for the copy to the device.
+  const int64_t n = shape_numel(shape);
   Ref t = empty(shape, dtype, device);
-  if (dtype == DType::F64) {
-    t->backend().copy_from_host(t->data(), vals.data(), t->nbytes());
-  } else {
-    Ref host = from_host(vals.data(), shape, DType::F64, Device::CPU);
-    Ref conv = empty(shape, dtype, Device::CPU);
-    cpu_backend().cast(conv->data(), dtype, host->data(), DType::F64, n);
-    t->backend().copy_from_host(t->data(), conv->data(), t->nbytes());
+  if (!n) return t;
+  const bool dp = dtype == DType::F64;
+  const int64_t esize = dtype_size(dtype);
+  std::vector<char> staging;
+  char *dst = (char *)t->data();
+  if (device != Device::CPU) {
+    staging.resize((size_t)(n * esize));
+    dst = staging.data();
   }
+  auto draw_range = [&](int64_t i0, int64_t i1) {  // i0 a multiple of kPhiloxPerBlock
+    constexpr int64_t kChunk = 4096;
+    double vals[kChunk];
+    for (int64_t c0 = i0; c0 < i1; c0 += kChunk) {
+      const int64_t c1 = std::min(i1, c0 + kChunk);
+      if (normal)
+        for (int64_t i = c0; i < c1; i++) vals[i - c0] = philox_normal_at(seed, i, dp);
+      else
+        philox_uniforms(seed, c0, c1, dp, [&](int64_t i, double u) { vals[i - c0] = u; });
+      if (dp) std::memcpy(dst + c0 * esize, vals, (size_t)((c1 - c0) * esize));
+      else cpu_backend().cast(dst + c0 * esize, dtype, vals, DType::F64, c1 - c0);
+    }
+  };
+  // Asked once: hardware_concurrency() reads /sys on every call.
+  static const int64_t hw = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), 16u);
+  const int64_t threads = std::min<int64_t>(hw, n / (1 << 16) + 1);
+  if (threads == 1) {
+    draw_range(0, n);
+  } else {
+    const int64_t per = (n / threads + kPhiloxPerBlock - 1) / kPhiloxPerBlock * kPhiloxPerBlock;
+    std::vector<std::thread> pool;
+    for (int64_t k = 0; k < threads; k++) {
+      const int64_t i0 = std::min(n, k * per), i1 = k == threads - 1 ? n : std::min(n, i0 + per);
+      if (i0 < i1) pool.emplace_back(draw_range, i0, i1);
+    }
+    for (auto &th : pool) th.join();
+  }
+  if (device != Device::CPU) t->backend().copy_from_host(t->data(), staging.data(), t->nbytes());
   return t;
 }
 

@@ -83,14 +83,21 @@ MT_HD double philox_uniform_at(uint64_t seed, int64_t i, bool double_precision) 
   return philox_uniform53(hi, philox_word(philox4x32_10(b, seed ^ kPhiloxLowKey), k));
 }
 
-// put(i, u) for the elements i in [0, n) of the uniform stream, each counter block run once
-// (twice for 53-bit draws) for its 4 elements: the values of philox_uniform_at.
+// put(i, u) for the elements i in [i0, i1) of the uniform stream (i0 a multiple of
+// kPhiloxPerBlock), each counter block run once (twice for 53-bit draws) for its 4 elements: the
+// values of philox_uniform_at.
+template <class Put>
+inline void philox_uniforms(uint64_t seed, int64_t i0, int64_t i1, bool double_precision, Put &&put) {
+  for (int64_t b0 = i0; b0 < i1; b0 += kPhiloxPerBlock) {
+    const PhiloxUniformBlock blk(seed, (uint64_t)b0 / kPhiloxPerBlock, double_precision);
+    for (int k = 0; k < kPhiloxPerBlock && b0 + k < i1; k++) put(b0 + k, blk.draw(k, double_precision));
+  }
+}
+
+// The elements [0, n).
 template <class Put>
 inline void philox_uniforms(uint64_t seed, int64_t n, bool double_precision, Put &&put) {
-  for (int64_t i0 = 0; i0 < n; i0 += kPhiloxPerBlock) {
-    const PhiloxUniformBlock blk(seed, (uint64_t)i0 / kPhiloxPerBlock, double_precision);
-    for (int k = 0; k < kPhiloxPerBlock && i0 + k < n; k++) put(i0 + k, blk.draw(k, double_precision));
-  }
+  philox_uniforms(seed, 0, n, double_precision, put);
 }
 
 // Element i of the standard-normal stream: Box-Muller over a pair of uniforms from block i.

@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -337,6 +338,53 @@ class TestCreation(U.ABITestCase):
         for n in (1, 2, 3, 5, 6, 7, 9):
             self.assertEqual(draws(n, MT_F32, seed), f32[:n], "float32 prefix of %d" % n)
             self.assertEqual(draws(n, MT_F64, seed), f64[:n], "float64 prefix of %d" % n)
+
+    def test_randn_stream_layout(self):
+        """Element i of randn is Box-Muller over Philox block i under the key seed ^ 0x5DEECE66D
+        (u1 from words 0-1, u2 from words 2-3; one word each for float32), whatever the length and
+        however many host threads draw it: elements across the thread ranges of a 300007-element
+        draw against a Python Philox-4x32-10 (float64 1e-13 relative, float32 one rounding of that);
+        shorter draws are prefixes; float16 uniforms of that length against float32 ones rounded."""
+        M = 0xFFFFFFFF
+
+        def philox(counter, key):
+            c0, c1, c2, c3 = counter & M, (counter >> 32) & M, 0, 0
+            k0, k1 = key & M, (key >> 32) & M
+            for _ in range(10):
+                p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+                c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & M, (p0 >> 32) ^ c3 ^ k1, p0 & M
+                k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
+            return c0, c1, c2, c3
+
+        def normal(seed, i, f64):
+            w = philox(i, seed ^ 0x5DEECE66D)
+            if f64:
+                u1, u2 = (((w[0] << 32) | w[1]) >> 11) / 2.0 ** 53, (((w[2] << 32) | w[3]) >> 11) / 2.0 ** 53
+            else:
+                u1, u2 = (w[0] >> 8) / 2.0 ** 24, (w[2] >> 8) / 2.0 ** 24
+            return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(6.283185307179586 * u2)
+
+        seed, n = self.rng.randrange(1 << 40), 300007
+        picks = sorted(set([0, 1, 2, 3, 4, n - 1, n - 2] + [self.rng.randrange(n) for _ in range(60)]))
+        for dtype, f64 in ((MT_F64, True), (MT_F32, False)):
+            got = U.to_list(self.op("mt_tensor_randn", U.shape_array((n,)), 1, c_int64(seed), dtype, self.DEV))
+            for i in picks:
+                want = normal(seed, i, f64)
+                if not f64:
+                    want = struct.unpack("f", struct.pack("f", want))[0]
+                self.assertLessEqual(abs(got[i] - want), 1e-13 * max(1.0, abs(want)) if f64 else 1e-6 * abs(want) + 1e-7,
+                                     "randn %s element %d of %d (seed %d)" % ("f64" if f64 else "f32", i, n, seed))
+            for m in (1, 5, 70001):
+                short = U.to_list(self.op("mt_tensor_randn", U.shape_array((m,)), 1, c_int64(seed), dtype, self.DEV))
+                self.assertEqual(short, got[:m], "randn prefix of %d" % m)
+        raw = ctypes.create_string_buffer(2 * n)
+        U.check(LIB.mt_tensor_copy_to_host(
+            self.op("mt_tensor_rand", U.shape_array((n,)), 1, c_int64(seed), MT_F16, self.DEV), raw, 2 * n),
+            "mt_tensor_copy_to_host")
+        h = struct.unpack("<%de" % n, raw.raw)
+        f = U.to_list(self.op("mt_tensor_rand", U.shape_array((n,)), 1, c_int64(seed), MT_F32, self.DEV))
+        for i in picks:
+            self.assertLessEqual(abs(h[i] - f[i]), 2.0 ** -11 * abs(f[i]) + 2.0 ** -25, "float16 rand element %d" % i)
 
     def test_rand_same_on_every_device(self):
         if self.DEV == MT_CPU:
