@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -92,7 +93,8 @@ class Context {
   std::string name;
 
   // User-visible allocations: tracked so live_bytes() is exact and free() can
-  // reject foreign pointers.
+  // reject foreign pointers. Blocks of up to 1 MiB freed outside a capture are cached on the
+  // host by size class and handed to the next alloc of their class (see context.cu).
   void *alloc(int64_t nbytes);
   void free(void *p);
   int64_t live_bytes() const;
@@ -124,12 +126,27 @@ class Context {
   void count_graph_nodes(cudaGraph_t graph) noexcept;
   static bool read_graph_nodes(cudaGraph_t graph, int64_t (&counts)[kNodeKinds]) noexcept;
 
+  // The block cache (context.cu): freed blocks of at most kCacheMaxBlock bytes, kept by
+  // power-of-two size class for the next alloc of that class, without a CUDA call.
+  static constexpr int kCacheClasses = 13;                // 256 B .. 1 MiB
+  static constexpr int64_t kCacheMinBlock = 256;
+  static constexpr int64_t kCacheMaxBlock = 1ll << 20;
+  static constexpr int64_t kCacheMaxBytes = 64ll << 20;   // cached bytes at most, all classes
+  static constexpr int64_t kUncached = 1ll << 62;        // sizes_ flag: not a class-sized block
+  static int cache_class(int64_t nbytes);                 // -1: not cached
+  void *cache_take_locked(int64_t nbytes);
+  bool cache_put_locked(void *p, int64_t nbytes);
+  bool cache_release();                                   // every cached block back to the pool
+  bool block_cache_ = true;  // off with MT_CUDA_NO_BLOCK_CACHE in the environment
+  std::vector<void *> cache_[kCacheClasses];
+  int64_t cached_bytes_ = 0;
+
   bool capturing_ = false;
   std::unordered_map<void *, bool> capture_allocs_;  // allocated during the current capture
-  std::vector<void *> deferred_frees_;
+  std::vector<std::pair<void *, int64_t>> deferred_frees_;  // block, sizes_ value
   void *cublas_workspace_ = nullptr;
   mutable std::mutex mu_;
-  PointerMap sizes_;  // block -> the size asked for (no allocation per entry)
+  PointerMap sizes_;  // block -> the size asked for | kUncached (no allocation per entry)
   int64_t live_ = 0;
 };
 
