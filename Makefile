@@ -145,7 +145,12 @@ $(OBJ)/backend/cuda/cudnn.o $(OBJ)/autograd/ops_cnn.o: $(BUILD)/config
 # Compiles every CUDA source even in a CPU-only configuration (CI has nvcc, no GPU).
 compile-cuda:
 	@if [ -z "$(NVCC)" ]; then echo "compile-cuda: nvcc not found, skipped"; else \
-	  $(MAKE) --no-print-directory CUDA=1 $(CU_SRCS:%.cu=$(BUILD)/obj-cuda/%.o); fi
+	  $(MAKE) --no-print-directory CUDA=1 $(CU_SRCS:%.cu=$(BUILD)/obj-cuda/%.o) $(BUILD)/launch_floor; fi
+
+# The CUDA runtime's own host costs, by part (scripts/bench/launch_floor.cu; needs nvcc).
+$(BUILD)/launch_floor: scripts/bench/launch_floor.cu
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 -O2 $(CUDA_ARCH) $< -o $@
 
 frontends: $(C_DEMOS) $(FRONTEND_TARGETS)
 
