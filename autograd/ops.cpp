@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/philox.h"
@@ -159,11 +160,21 @@ Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device dev
     draw_range(0, n);
   } else {
     const int64_t per = (n / threads + kPhiloxPerBlock - 1) / kPhiloxPerBlock * kPhiloxPerBlock;
+    auto range_of = [&](int64_t k) {
+      const int64_t i0 = std::min(n, k * per);
+      return std::make_pair(i0, k == threads - 1 ? n : std::min(n, i0 + per));
+    };
     std::vector<std::thread> pool;
-    for (int64_t k = 0; k < threads; k++) {
-      const int64_t i0 = std::min(n, k * per), i1 = k == threads - 1 ? n : std::min(n, i0 + per);
-      if (i0 < i1) pool.emplace_back(draw_range, i0, i1);
+    pool.reserve((size_t)threads);
+    int64_t k = 0;
+    try {
+      for (; k < threads; k++) {
+        const auto r = range_of(k);
+        if (r.first < r.second) pool.emplace_back(draw_range, r.first, r.second);
+      }
+    } catch (...) {  // no thread to be had: the ranges not started run on this one
     }
+    for (; k < threads; k++) draw_range(range_of(k).first, range_of(k).second);
     for (auto &th : pool) th.join();
   }
   if (device != Device::CPU) t->backend().copy_from_host(t->data(), staging.data(), t->nbytes());
