@@ -10,10 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <thread>
-#include <utility>
 #include <vector>
 
+#include "backend/cpu/parallel.h"
 #include "backend/philox.h"
 
 namespace mt {
@@ -153,30 +152,7 @@ Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device dev
       else cpu_backend().cast(dst + c0 * esize, dtype, vals, DType::F64, c1 - c0);
     }
   };
-  // Asked once: hardware_concurrency() reads /sys on every call.
-  static const int64_t hw = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), 16u);
-  const int64_t threads = std::min<int64_t>(hw, n / (1 << 16) + 1);
-  if (threads == 1) {
-    draw_range(0, n);
-  } else {
-    const int64_t per = (n / threads + kPhiloxPerBlock - 1) / kPhiloxPerBlock * kPhiloxPerBlock;
-    auto range_of = [&](int64_t k) {
-      const int64_t i0 = std::min(n, k * per);
-      return std::make_pair(i0, k == threads - 1 ? n : std::min(n, i0 + per));
-    };
-    std::vector<std::thread> pool;
-    pool.reserve((size_t)threads);
-    int64_t k = 0;
-    try {
-      for (; k < threads; k++) {
-        const auto r = range_of(k);
-        if (r.first < r.second) pool.emplace_back(draw_range, r.first, r.second);
-      }
-    } catch (...) {  // no thread to be had: the ranges not started run on this one
-    }
-    for (; k < threads; k++) draw_range(range_of(k).first, range_of(k).second);
-    for (auto &th : pool) th.join();
-  }
+  parallel_ranges(n, kPhiloxPerBlock, 1 << 16, draw_range);
   if (device != Device::CPU) t->backend().copy_from_host(t->data(), staging.data(), t->nbytes());
   return t;
 }

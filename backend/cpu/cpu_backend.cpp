@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/philox.h"
+#include "parallel.h"
 #include "classify.h"
 #include "compare.h"
 #include "cnn.h"
@@ -354,9 +355,11 @@ class CpuBackend final : public Backend {
   }
   void fill_uniform(void *out, int64_t n, DType d, uint64_t seed) override {
     require_float(d, "uniform fill");
-    philox_uniforms(seed, n, d == DType::F64, [&](int64_t i, double u) {
-      if (d == DType::F32) ((float *)out)[i] = (float)u;
-      else ((double *)out)[i] = u;
+    parallel_ranges(n, kPhiloxPerBlock, 1 << 16, [&](int64_t i0, int64_t i1) {
+      philox_uniforms(seed, i0, i1, d == DType::F64, [&](int64_t i, double u) {
+        if (d == DType::F32) ((float *)out)[i] = (float)u;
+        else ((double *)out)[i] = u;
+      });
     });
   }
   void sgd_step(const SgdArgs &g) override {

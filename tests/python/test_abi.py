@@ -344,7 +344,8 @@ class TestCreation(U.ABITestCase):
         (u1 from words 0-1, u2 from words 2-3; one word each for float32), whatever the length and
         however many host threads draw it: elements across the thread ranges of a 300007-element
         draw against a Python Philox-4x32-10 (float64 1e-13 relative, float32 one rounding of that);
-        shorter draws are prefixes; float16 uniforms of that length against float32 ones rounded."""
+        shorter draws are prefixes; float16 uniforms of that length against float32 ones rounded, and
+        float32 uniforms against float64 ones cut to 24 bits."""
         M = 0xFFFFFFFF
 
         def philox(counter, key):
@@ -385,6 +386,13 @@ class TestCreation(U.ABITestCase):
         f = U.to_list(self.op("mt_tensor_rand", U.shape_array((n,)), 1, c_int64(seed), MT_F32, self.DEV))
         for i in picks:
             self.assertLessEqual(abs(h[i] - f[i]), 2.0 ** -11 * abs(f[i]) + 2.0 ** -25, "float16 rand element %d" % i)
+        # the uniform fill over the same thread ranges: float32 is float64 cut to 24 bits, and a short
+        # draw is a prefix of the long one
+        d = U.to_list(self.op("mt_tensor_rand", U.shape_array((n,)), 1, c_int64(seed), MT_F64, self.DEV))
+        for i in picks:
+            self.assertEqual(f[i], math.floor(d[i] * 2.0 ** 24) / 2.0 ** 24, "rand element %d" % i)
+        short = U.to_list(self.op("mt_tensor_rand", U.shape_array((70001,)), 1, c_int64(seed), MT_F64, self.DEV))
+        self.assertEqual(short, d[:70001], "rand prefix of 70001")
 
     def test_rand_same_on_every_device(self):
         if self.DEV == MT_CPU:
