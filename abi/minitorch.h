@@ -61,8 +61,17 @@ extern "C" {
 #define MT_ABI_VERSION 1
 
 /* ---------------------------------------------------------------- basics */
+/* The enums below are int32-sized. Compiled as C++ (the library itself) they are given int32_t
+ * as their underlying type, so any int32 value a caller passes, valid or not, is a value of the
+ * type, and the library's range checks are well defined. */
+#ifdef __cplusplus
+#define MT_ENUM(name) enum name : int32_t
+#else
+#define MT_ENUM(name) enum name
+#endif
 
-typedef enum mt_status {
+
+typedef MT_ENUM(mt_status) {
   MT_OK = 0,
   MT_ERR_INVALID_ARGUMENT = 1,  /* null pointer, released handle, bad value */
   MT_ERR_SHAPE = 2,             /* shapes do not fit the op */
@@ -76,11 +85,11 @@ typedef enum mt_status {
   MT_ERR_INTERNAL = 10          /* a broken invariant: please report */
 } mt_status;
 
-typedef enum mt_dtype {
+typedef MT_ENUM(mt_dtype) {
   MT_F32 = 0, MT_F64 = 1, MT_F16 = 2, MT_BF16 = 3, MT_I32 = 4, MT_I64 = 5, MT_U8 = 6
 } mt_dtype;
 
-typedef enum mt_device { MT_CPU = 0, MT_CUDA = 1 } mt_device;
+typedef MT_ENUM(mt_device) { MT_CPU = 0, MT_CUDA = 1 } mt_device;
 
 MT_API int64_t mt_abi_version(void);
 /* "MAJOR.MINOR.PATCH"; owned by the library, static. */
@@ -340,7 +349,7 @@ MT_API mt_status mt_cat(mt_tensor **out, mt_tensor *const *tensors, int64_t n, i
 /* ---- fusions: one pass over memory where the composition (named in each entry) makes two or
  * three; each is one recorded op with a backward of its own, equal to its composition up to
  * float rounding (bit for bit on the CPU, and for mt_dropout_add on every device). */
-typedef enum mt_activation { MT_ACT_IDENTITY = 0, MT_ACT_RELU = 1, MT_ACT_GELU = 2 } mt_activation;
+typedef MT_ENUM(mt_activation) { MT_ACT_IDENTITY = 0, MT_ACT_RELU = 1, MT_ACT_GELU = 2 } mt_activation;
 /* act(x + bias) with bias [n] broadcast over the last dim of x [..., n]: a Linear's bias and its
  * activation in one pass. MT_ACT_GELU is mt_gelu's tanh form, MT_ACT_RELU mt_relu's (gradient
  * 0 at 0). mt_linear(x, weight, NULL) followed by mt_bias_act(bias) replaces mt_linear(x,

@@ -107,7 +107,9 @@ uint32_t be32(const unsigned char *p) {
 void idx_convert(void *dst, const unsigned char *src, int64_t n, const IdxType &t) {
   switch (t.code) {
     case 0x08:
-    case 0x09: std::memcpy(dst, src, (size_t)n); break;
+    case 0x09:
+      if (n) std::memcpy(dst, src, (size_t)n);  // an empty file's data may be NULL
+      break;
     case 0x0B:
       for (int64_t i = 0; i < n; i++)
         ((int32_t *)dst)[i] = (int16_t)(uint16_t)((unsigned)src[2 * i] << 8 | src[2 * i + 1]);
