@@ -49,10 +49,11 @@ def strip_comments(text):
 def parse_enums(code):
     """[(enum type name, [(constant, value)])] in header order."""
     enums = []
-    for m in re.finditer(r"typedef\s+enum\s+(\w+)?\s*\{(.*?)\}\s*(\w+)\s*;", code, flags=re.S):
+    # `typedef enum name {` or, as the header spells it, `typedef MT_ENUM(name) {`
+    for m in re.finditer(r"typedef\s+(?:enum\s+\w*|MT_ENUM\(\w+\))\s*\{(.*?)\}\s*(\w+)\s*;", code, flags=re.S):
         value = -1
         consts = []
-        for item in m.group(2).split(","):
+        for item in m.group(1).split(","):
             item = item.strip()
             if not item:
                 continue
@@ -63,7 +64,7 @@ def parse_enums(code):
             else:
                 value += 1
             consts.append((name, value))
-        enums.append((m.group(3), consts))
+        enums.append((m.group(2), consts))
     return enums
 
 
