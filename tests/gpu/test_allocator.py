@@ -10,6 +10,10 @@ allocation of their class. What must hold whatever the cache does:
             during it (its free deferred to the end), temporaries made and released inside it,
             an output that outlives it; replays with new inputs give exact results while eager
             tensors of the same sizes come and go, and everything is given back at the end
+  temporaries  reductions whose launchers take temporaries from the pool beside the cached blocks
+            (a sum's block partials, a row sum's chunk partials, a column sum's split partials),
+            eager between tensors of the cache's classes and recorded into a graph: every result
+            exact, every live tensor intact, and mt_live_bytes counts the tensors only
 
 Values are integers in float64, so every sum is exact and compared with ==. Run by `make test-gpu`
 (MT_DEVICE=cuda); skipped without a usable GPU.
@@ -102,6 +106,56 @@ class BlockCache(unittest.TestCase):
         keep.append((x, 5))
         self.check_live(keep)
         del keep, x
+        mt.cuda.synchronize()
+        self.assertEqual(mt.cuda.memory_allocated(), self.base, self.seed_note)
+
+    def reductions(self, value):
+        """Tensors of value whose sums take temporaries, with the sums they must give."""
+        rows = self.rng.choice((2, 3, 5))
+        cols = self.rng.choice((40000, 65536, 100003))
+        a = mt.full((rows, cols), float(value), dtype=F64, device="cuda")
+        flat = mt.full((self.rng.randint(70000, 400000),), float(value), dtype=F64, device="cuda")
+        return [
+            (lambda: a.sum(1), [value * cols] * rows),      # long rows: chunk partials
+            (lambda: a.sum(0), [value * rows] * cols),      # short columns
+            (lambda: mt.sum(a.reshape(cols, rows), 0), [value * cols] * rows),  # tall: split partials
+            (lambda: flat.sum(), value * flat.numel()),     # many blocks: block partials
+        ]
+
+    def check_reductions(self, value):
+        for fn, want in self.reductions(value):
+            self.assertEqual(fn().tolist(), want, "sum of value %d (%s)" % (value, self.seed_note))
+
+    def test_temporaries(self):
+        live, value = [], 0
+        for _ in range(4):
+            for n in sizes(self.rng, 30):
+                value += 1
+                live.append((mt.full((n,), float(value), dtype=F64, device="cuda"), value))
+                if value % 3 == 0:
+                    self.check_reductions(value)
+            self.rng.shuffle(live)
+            del live[: len(live) // 2]
+            self.check_live(live)
+        # the same reductions recorded: their temporaries are the graph's
+        x = mt.full((3, 65536), 1.0, dtype=F64, device="cuda")
+        g = mt.cuda.CUDAGraph()
+        with mt.cuda.graph(g):
+            r = x.sum(1)
+            c = mt.sum(x.reshape(65536, 3), 0)
+            s = x.reshape(3 * 65536).sum()
+        for step in range(2, 6):
+            eager = [fn() for fn, _ in self.reductions(step)]  # eager temporaries between replays
+            x.copy_(mt.full((3, 65536), float(step), dtype=F64, device="cuda"))
+            g.replay()
+            del eager
+            self.assertEqual(r.tolist(), [step * 65536] * 3, "replay %d (%s)" % (step, self.seed_note))
+            self.assertEqual(c.tolist(), [step * 65536] * 3, "replay %d (%s)" % (step, self.seed_note))
+            self.assertEqual(s.item(), step * 3 * 65536, "replay %d (%s)" % (step, self.seed_note))
+            self.check_live(live + [(x, step), (r, step * 65536), (c, step * 65536), (s, step * 3 * 65536)])
+        del r, c, s
+        g.reset()
+        del live, x
         mt.cuda.synchronize()
         self.assertEqual(mt.cuda.memory_allocated(), self.base, self.seed_note)
 
