@@ -1,4 +1,4 @@
-// cnn.cu - convolutions as im2col + cuBLAS GEMM or as direct kernels, pooling, batch norm;
+// cnn.cu - convolutions as im2col + GEMM or as direct kernels, pooling, batch norm;
 // and the choice between those paths and cuDNN (cudnn.cu) for each conv shape.
 //
 // Shapes (NCHW): x (N, C, H, W), w (K, C, R, S) = (K, CRS) row-major, y (N, K, Ho, Wo)
@@ -9,8 +9,17 @@
 //                  one strided-batched GEMM per chunk (w broadcast, stride 0); + bias[k]
 //   backward data  dcol[n] (CRS, P) = w^T @ dy[n];  dx = col2im(dcol) (a generation below)
 //   backward filt  col (CRS, nb*P) = im2col of the chunk, image-minor; dyT (K, nb*P) = dy chunk
-//                  permuted; dw (K, CRS) (+)= dyT @ col^T, one GEMM per chunk (beta 1 after the first)
+//                  permuted; dw (K, CRS) = dyT @ col^T, one GEMM per chunk (beta 0: the first
+//                  into dw, the others into a scratch added to dw)
 //   1x1, stride 1, no padding: x is its own column matrix (no im2col / col2im copies).
+// The GEMMs are matmul.cu's: float32 on the 3xTF32 tensor-core kernel (gemm_f32.cu), which
+// takes no beta, float64 on cuBLAS.
+//
+// Napkin math (the ResNet layer, N=64, 64->64, 3x3, 56x56, pad 1, float32 on an H200): each GEMM
+// is 2*64*576*3136*64 = 14.8 GFLOP, about 0.15 ms at the 3xTF32 kernel's rate; the column matrix
+// 576*3136*64*4 = 462 MB, written and read once per direction, about 0.22 ms at 4.2 TB/s. So
+// about 0.35 ms a direction, 1.1 ms forward+backward; measured 0.45 and 1.47 ms (cuDNN 0.26 and
+// 1.04 ms, PyTorch 0.40 and 1.32 ms; docs/benchmarks.md).
 //
 // Napkin math (LeNet-5 conv2, N=256, C=6, K=16, 5x5, 14x14 -> 10x10): GEMM 2*K*CRS*P*N
 // = 2*16*150*100*256 = 123 MFLOP, the column matrix 150*100*256*4 = 15 MB written and read
@@ -24,9 +33,9 @@
 // im2col + GEMM + bias is three launches and cuBLAS's host path, the direct forward one.
 //
 // col2im generations (side by side; mt_study_col2im selects one, kCol2imProduction is variant 0):
-//   (1) gather   col2im_kernel: one thread per input pixel sums its R*S possible taps straight
-//                from dcol (no atomics, coalesced writes and, at stride 1, reads; at stride s
-//                only one lane in s has a tap to read per (r, s), the others idle)
+//   (1) gather   col2im_plane_kernel: one thread per input pixel sums its R*S possible taps
+//                straight from dcol (no atomics, coalesced writes and, at stride 1, reads; at
+//                stride s only one lane in s has a tap to read per (r, s), the others idle)
 //   (2) shared   col2im_shared_kernel: a block owns a th x tw tile of one plane (n, c); it loads
 //                the slab of dcol whose taps land in the tile, (R*S, ceil(th/sh), ceil(tw/sw)),
 //                a row of consecutive output positions at a time (coalesced at any stride; each
@@ -40,6 +49,8 @@
 // "col2im 1 / 2", forward+backward, 2026-11-26): ResNet 64->64 56x56 4.38 ms (1) against
 // 6.22 ms (2); roadmap conv1 106.6 us against 105.6 us; conv2 104.1 us against 116.5 us. As
 // expected at stride 1, (2) does not pay; it stays for strided shapes and as the reference.
+// (1) was a flat kernel then, with 64-bit index arithmetic; as a plane kernel (below) the ResNet
+// row is 1.47 ms against 3.99 ms for (2) (2026-11-29).
 //
 // Pools: one thread per output (forward) or per input pixel (backward, a gather over the
 // windows that hold the pixel, in the CPU reference's order: float results bit-identical).
@@ -47,9 +58,9 @@
 // block reduction: deterministic), one elementwise kernel to normalize; the backward is
 // one block per channel for sum(dy) and sum(dy * xhat), then one elementwise kernel for dx.
 //
-// Contents: im2col / col2im / bias | pools | batch norm | direct kernels | helpers |
+// Contents: the plane kernels (im2col, col2im) | bias | pools | batch norm | direct kernels | helpers |
 //           col2im generations | the im2col path | the direct path | conv path choice |
-//           launchers | mt_study_col2im
+//           launchers | the study hooks (mt_study_col2im, mt_study_conv_index64)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -83,46 +94,125 @@ Geom geom(const Conv2dArgs &a) {
   return {a.c, a.h, a.w, a.k, a.r, a.s, a.ho, a.wo, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.dil_h, a.dil_w};
 }
 
-// ---- im2col / col2im / bias ------------------------------------------------------------
+// ---- the plane kernels: im2col, col2im ---------------------------------------------------
+//
+// One block a row of col (im2col: one (n, c, r, s)) or a plane of dx (col2im: one (n, c)), its
+// threads bx x by (bx the least of 16, 32, 64 that covers the width, else 64) walking the plane's
+// rows and columns, so an element costs a few integer instructions and a tap at unit stride no
+// division at all; writes, and the reads along a row, are coalesced. Coordinates within a plane
+// are I: int where plane_fits32 takes the geometry, else int64_t (mt_study_conv_index64 forces
+// int64_t, for the tests); offsets of planes and rows are 64-bit either way.
+//
+// The kernels these replaced walked col (dx) flat, one element (pixel) a thread, and split
+// every index into (n, c, r, s, oh, ow) with 64-bit div/mod: a software routine of some 60
+// instructions each, five pairs an element in im2col and four a tap in col2im. At the ResNet
+// layer (x 64x64x56x56, w 64x64x3x3, pad 1) that bound them at over a millisecond each on an
+// H200, where their bytes take about 0.1 ms. Results are the same bits: the same values, each
+// pixel's taps summed in the same order (r, then s).
 
-// col (written) for images [0, nb) of x: element (n, crs, p) at n * n_stride + crs * crs_stride + p,
-// 0 where the tap falls into the padding. Threads walk col in memory order (coalesced writes):
-// image-major (n_stride = CRS * P) for the forward, image-minor (crs_stride = nb * P) for dw.
-template <class T, bool IMAGE_MINOR>
-__global__ void __launch_bounds__(kThreads) im2col_kernel(T *col, const T *x, int64_t nb, Geom g) {
-  const int64_t P = g.ho * g.wo, CRS = g.c * g.r * g.s, total = nb * CRS * P;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t p = e % P, q = e / P;
-    const int64_t n = IMAGE_MINOR ? q % nb : q / CRS, crs = IMAGE_MINOR ? q / nb : q % CRS;
-    const int64_t s = crs % g.s, cr = crs / g.s, r = cr % g.r, ch = cr / g.r;
-    const int64_t ih = (p / g.wo) * g.sh - g.ph + r * g.dh, iw = (p % g.wo) * g.sw - g.pw + s * g.dw;
-    const bool in = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-    col[e] = in ? x[((n * g.c + ch) * g.h + ih) * g.w + iw] : from_compute<T>(Compute<T>(0));
+// The block shape for planes `width` wide.
+inline dim3 plane_block(int64_t width) {
+  const unsigned bx = width <= 16 ? 16 : width <= 32 ? 32 : 64;
+  return dim3(bx, kThreads / bx);
+}
+
+// Blocks for `units` rows or planes: one each, grid-striding past CUDA's limit on grid.x.
+inline unsigned plane_grid(int64_t units) { return (unsigned)std::min<int64_t>(units, INT_MAX); }
+
+// True where 32-bit plane coordinates cannot overflow: every extent, stride, padding and dilated
+// filter extent under 2^30, and so are the planes' sizes and the largest input coordinate a tap
+// reaches (im2col: (ho + the unroll's overrun) * sh + (r - 1) * dh, below kThreads rows past ho;
+// col2im: h + ph). Each factor is checked first, so the products stay inside int64.
+bool plane_fits32(const Geom &g) {
+  const int64_t lim = 1ll << 30;
+  for (int64_t v : {g.h, g.w, g.ho, g.wo, g.sh, g.sw, g.ph, g.pw, g.r, g.s, g.dh, g.dw})
+    if (v >= lim) return false;
+  if (g.dh * g.r >= lim || g.dw * g.s >= lim) return false;
+  return g.h * g.w < lim && g.ho * g.wo < lim && (g.ho + kThreads) * g.sh + g.dh * g.r + g.ph < lim &&
+         (g.wo + kThreads) * g.sw + g.dw * g.s + g.pw < lim && g.h + g.ph + g.dh * g.r < lim &&
+         g.w + g.pw + g.dw * g.s < lim;
+}
+
+// col (written) = im2col of images [0, nb) of x: row (n, crs) of P elements, 0 where the tap
+// falls into the padding; rows image-major (row n * CRS + crs: col (nb, CRS, P)) for the forward,
+// image-minor (row crs * nb + n: col (CRS, nb, P)) for dw. A thread loads kPlaneUnroll rows'
+// elements before it stores them: with one load in flight a thread the copy was latency-bound
+// (ResNet layer, forward+backward: 2.15 ms, 1.75 ms with the loads unrolled; docs/benchmarks.md).
+constexpr int kPlaneUnroll = 4;
+
+template <class T, class I, bool IMAGE_MINOR>
+__global__ void __launch_bounds__(kThreads) im2col_plane_kernel(T *__restrict__ col, const T *__restrict__ x,
+                                                                int64_t nb, Geom g) {
+  const int64_t RS = g.r * g.s, CRS = g.c * RS, rows = nb * CRS;
+  const I h = (I)g.h, w = (I)g.w, ho = (I)g.ho, wo = (I)g.wo, sh = (I)g.sh, sw = (I)g.sw, by = (I)blockDim.y;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t n = IMAGE_MINOR ? row % nb : row / CRS, crs = IMAGE_MINOR ? row / nb : row % CRS;
+    const int64_t ch = crs / RS, r = crs % RS / g.s, s = crs % g.s;
+    const I oh_off = (I)(r * g.dh - g.ph), ow_off = (I)(s * g.dw - g.pw);
+    const T *plane = x + (n * g.c + ch) * g.h * g.w;
+    T *out = col + row * g.ho * g.wo;
+    for (I ow = threadIdx.x; ow < wo; ow += blockDim.x) {
+      const I iw = ow * sw + ow_off;
+      const bool col_in = iw >= 0 && iw < w;
+      for (I oh0 = threadIdx.y; oh0 < ho; oh0 += kPlaneUnroll * by) {
+        T v[kPlaneUnroll];
+#pragma unroll
+        for (int u = 0; u < kPlaneUnroll; u++) {
+          const I oh = oh0 + u * by, ih = oh * sh + oh_off;
+          v[u] = col_in && oh < ho && ih >= 0 && ih < h ? plane[ih * w + iw] : from_compute<T>(Compute<T>(0));
+        }
+#pragma unroll
+        for (int u = 0; u < kPlaneUnroll; u++)
+          if (oh0 + u * by < ho) out[(oh0 + u * by) * wo + ow] = v[u];
+      }
+    }
   }
 }
 
-// dx (written) for images [0, nb) from dcol (nb, CRS, P): each pixel sums the taps that read it.
-template <class T>
-__global__ void __launch_bounds__(kThreads) col2im_kernel(T *dx, const T *dcol, int64_t nb, Geom g) {
-  const int64_t P = g.ho * g.wo, CRS = g.c * g.r * g.s, total = nb * g.c * g.h * g.w;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t iw = e % g.w, ih = (e / g.w) % g.h, nc = e / (g.w * g.h), ch = nc % g.c, n = nc / g.c;
-    const T *base = dcol + n * CRS * P + ch * g.r * g.s * P;
-    Compute<T> acc = 0;
-    for (int64_t r = 0; r < g.r; r++) {
-      const int64_t th = ih + g.ph - r * g.dh;
-      if (th < 0 || th % g.sh) continue;
-      const int64_t oh = th / g.sh;
-      if (oh >= g.ho) continue;
-      for (int64_t s = 0; s < g.s; s++) {
-        const int64_t tw = iw + g.pw - s * g.dw;
-        if (tw < 0 || tw % g.sw) continue;
-        const int64_t ow = tw / g.sw;
-        if (ow >= g.wo) continue;
-        acc += to_compute(base[(r * g.s + s) * P + oh * g.wo + ow]);
+// dx (written) for images [0, nb) from dcol (nb, CRS, P): each pixel sums the taps that read it,
+// one plane (n, c) a block. UNIT: both strides 1, so a tap's output position is a subtraction.
+// KR x KS: the filter's size where it is fixed at compile time (0: read from g), so the taps'
+// loads are unrolled and in flight together.
+template <class T, class I, bool UNIT, int KR, int KS>
+__global__ void __launch_bounds__(kThreads) col2im_plane_kernel(T *__restrict__ dx, const T *__restrict__ dcol,
+                                                                int64_t nb, Geom g) {
+  const int64_t P = g.ho * g.wo, planes = nb * g.c;
+  const int R = KR > 0 ? KR : (int)g.r, S = KR > 0 ? KS : (int)g.s;
+  const I h = (I)g.h, w = (I)g.w, ho = (I)g.ho, wo = (I)g.wo, sh = (I)g.sh, sw = (I)g.sw, ph = (I)g.ph,
+          pw = (I)g.pw, dh = (I)g.dh, dw = (I)g.dw;
+  for (int64_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
+    const T *base = dcol + plane * R * S * P;  // dcol[n] from row ch * R * S: plane = n * C + ch
+    T *out = dx + plane * g.h * g.w;
+    for (I ih = threadIdx.y; ih < h; ih += blockDim.y) {
+      for (I iw = threadIdx.x; iw < w; iw += blockDim.x) {
+        Compute<T> acc = 0;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+          I oh = ih + ph - r * dh;
+          if (UNIT) {
+            if (oh < 0 || oh >= ho) continue;
+          } else {
+            if (oh < 0 || oh % sh) continue;
+            oh /= sh;
+            if (oh >= ho) continue;
+          }
+          const T *taps = base + (int64_t)r * S * P + oh * wo;
+#pragma unroll
+          for (int s = 0; s < S; s++) {
+            I ow = iw + pw - s * dw;
+            if (UNIT) {
+              if (ow < 0 || ow >= wo) continue;
+            } else {
+              if (ow < 0 || ow % sw) continue;
+              ow /= sw;
+              if (ow >= wo) continue;
+            }
+            acc += to_compute(taps[(int64_t)s * P + ow]);
+          }
+        }
+        out[ih * w + iw] = from_compute<T>(acc);
       }
     }
-    dx[e] = from_compute<T>(acc);
   }
 }
 
@@ -186,11 +276,18 @@ __global__ void __launch_bounds__(kThreads) col2im_shared_kernel(T *dx, const T 
   }
 }
 
-// y (n, k, p) += bias[k].
+// ---- bias ------------------------------------------------------------------------------
+
+// y (n, k, p) += bias[k], a plane (n, k) a block (the flat kernel this replaced took a 64-bit
+// (e / p) % k an element, and half the copy bandwidth with it).
 template <class T>
-__global__ void __launch_bounds__(kThreads) bias_add_kernel(T *y, const T *bias, int64_t total, int64_t k, int64_t p) {
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x)
-    y[e] = from_compute<T>(to_compute(y[e]) + to_compute(bias[(e / p) % k]));
+__global__ void __launch_bounds__(kThreads) bias_add_kernel(T *__restrict__ y, const T *__restrict__ bias,
+                                                            int64_t planes, int64_t k, int64_t p) {
+  for (int64_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
+    const Compute<T> b = to_compute(bias[plane % k]);
+    T *yp = y + plane * p;
+    for (int64_t i = threadIdx.x; i < p; i += kThreads) yp[i] = from_compute<T>(to_compute(yp[i]) + b);
+  }
 }
 
 // ---- pools -----------------------------------------------------------------------------
@@ -422,7 +519,7 @@ __global__ void __launch_bounds__(kThreads) conv_direct_kernel(T *y, const T *x,
 
 // dx (written) from dy for images [0, n): one thread per input pixel (img, ih, iw) and the
 // kDirectDxChunk channels c0 = blockIdx.y * kDirectDxChunk.. of it, summing over (k, r, s) the
-// taps that read the pixel (the gather of col2im_kernel without the column matrix); the chunk's
+// taps that read the pixel (col2im_plane_kernel's gather without the column matrix); the chunk's
 // weights in shared memory as [k][r][s][j]. UNIT: both strides 1, so a tap's output position
 // needs no division. Half the forward's chunk: a conv's input often has fewer channels than its
 // output has filters (roadmap conv2: 8 against 16), and the grid has a block per 256 pixels and
@@ -580,6 +677,14 @@ constexpr int kCol2imProduction = COL2IM_GATHER;
 // The generation selected by mt_study_col2im: 0 production, else a Col2imGeneration.
 std::atomic<int> g_col2im_generation{0};
 
+// Set by mt_study_conv_index64: the plane kernels take 64-bit coordinates whatever the geometry.
+std::atomic<bool> g_conv_index64{false};
+
+// Whether the plane kernels run with 32-bit coordinates.
+bool narrow_planes(const Geom &g) {
+  return plane_fits32(g) && !g_conv_index64.load(std::memory_order_relaxed);
+}
+
 // Dynamic shared memory a slab may take: the default per-block limit, so no opt-in is needed.
 constexpr int64_t kCol2imSlabBytes = 48 << 10;
 
@@ -612,7 +717,39 @@ void col2im(Context &c, T *dx, const T *dcol, int64_t nb, const Geom &g) {
     MT_CUDA_CHECK_LAUNCH("conv2d col2im (shared)");
     return;
   }
-  launch(c, "conv2d col2im", nb * g.c * g.h * g.w, col2im_kernel<T>, dx, dcol, nb, g);
+  const int64_t planes = nb * g.c;
+  if (planes == 0 || g.h * g.w == 0) return;
+  auto go = [&](auto index) {
+    using I = decltype(index);
+    const bool unit = g.sh == 1 && g.sw == 1, k3 = g.r == 3 && g.s == 3;
+    const auto kernel = k3 ? (unit ? col2im_plane_kernel<T, I, true, 3, 3> : col2im_plane_kernel<T, I, false, 3, 3>)
+                           : (unit ? col2im_plane_kernel<T, I, true, 0, 0> : col2im_plane_kernel<T, I, false, 0, 0>);
+    kernel<<<plane_grid(planes), plane_block(g.w), 0, c.stream>>>(dx, dcol, nb, g);
+  };
+  if (narrow_planes(g))
+    go(int{});
+  else
+    go(int64_t{});
+  MT_CUDA_CHECK_LAUNCH("conv2d col2im");
+}
+
+// col (written) = im2col of images [0, nb) of x: (nb, CRS, P), or (CRS, nb, P) if IMAGE_MINOR.
+template <class T, bool IMAGE_MINOR>
+void im2col(Context &c, T *col, const T *x, int64_t nb, const Geom &g) {
+  const int64_t rows = nb * g.c * g.r * g.s;
+  if (rows == 0 || g.ho * g.wo == 0) return;
+  if (narrow_planes(g))
+    im2col_plane_kernel<T, int, IMAGE_MINOR><<<plane_grid(rows), plane_block(g.wo), 0, c.stream>>>(col, x, nb, g);
+  else
+    im2col_plane_kernel<T, int64_t, IMAGE_MINOR><<<plane_grid(rows), plane_block(g.wo), 0, c.stream>>>(col, x, nb, g);
+  MT_CUDA_CHECK_LAUNCH("conv2d im2col");
+}
+
+// dst[i] += src[i], i < n.
+template <class T>
+__global__ void __launch_bounds__(kThreads) accumulate_kernel(T *dst, const T *src, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = from_compute<T>(to_compute(dst[i]) + to_compute(src[i]));
 }
 
 // ---- the im2col path ---------------------------------------------------------------------
@@ -629,8 +766,7 @@ void im2col_forward(Context &c, void *y, const void *x, const void *w, const Con
     PoolBuffer col(nb * CRS * P * (int64_t)sizeof(T));
     for (int64_t n0 = 0; n0 < a.n; n0 += nb) {
       const int64_t cnt = std::min(nb, a.n - n0);
-      launch(c, "conv2d im2col", cnt * CRS * P, im2col_kernel<T, false>, col.as<T>(), (const T *)x + n0 * a.c * hw,
-             cnt, geom(a));
+      im2col<T, false>(c, col.as<T>(), (const T *)x + n0 * a.c * hw, cnt, geom(a));
       gemm(c, a.dtype, (T *)y + n0 * a.k * P, w, false, col.as<T>(), false, cnt, a.k, P, CRS, 0, CRS * P, a.k * P, 0.0);
     }
   });
@@ -661,13 +797,19 @@ void im2col_backward_filter(Context &c, void *dw, const void *dy, const void *x,
     const int64_t P = a.ho * a.wo, CRS = a.c * a.r * a.s, hw = a.h * a.w;
     const int64_t nb = chunk_images(a.n, (CRS + a.k) * P * (int64_t)sizeof(T));
     PoolBuffer col(nb * CRS * P * (int64_t)sizeof(T)), dyt(nb * a.k * P * (int64_t)sizeof(T));
+    // Every chunk's product with beta 0 (the float32 tensor-core GEMM takes no beta): the first
+    // into dw, the others into part, added to dw in chunk order.
+    PoolBuffer part(nb < a.n ? a.k * CRS * (int64_t)sizeof(T) : 0);
     for (int64_t n0 = 0; n0 < a.n; n0 += nb) {
       const int64_t cnt = std::min(nb, a.n - n0);
-      launch(c, "conv2d im2col", cnt * CRS * P, im2col_kernel<T, true>, col.as<T>(), (const T *)x + n0 * a.c * hw, cnt,
-             geom(a));
+      im2col<T, true>(c, col.as<T>(), (const T *)x + n0 * a.c * hw, cnt, geom(a));
       const int64_t shape[3] = {cnt, a.k, P}, perm[3] = {1, 0, 2};  // (cnt, K, P) -> (K, cnt, P)
       launch_permute(dyt.as<T>(), (const T *)dy + n0 * a.k * P, shape, perm, 3, a.dtype);
-      gemm(c, a.dtype, dw, dyt.as<T>(), false, col.as<T>(), true, 1, a.k, CRS, cnt * P, 0, 0, 0, n0 == 0 ? 0.0 : 1.0);
+      gemm(c, a.dtype, n0 == 0 ? dw : part.as<T>(), dyt.as<T>(), false, col.as<T>(), true, 1, a.k, CRS, cnt * P, 0, 0,
+           0, 0.0);
+      if (n0 > 0)
+        launch(c, "conv2d backward filter (chunk sum)", a.k * CRS, accumulate_kernel<T>, (T *)dw,
+               (const T *)part.as<T>(), a.k * CRS);
     }
   });
 }
@@ -861,8 +1003,9 @@ void conv2d(Context &c, void *y, const void *x, const void *w, const void *bias,
     if (!bias) return;
     dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      launch(c, "conv2d bias", a.n * a.k * a.ho * a.wo, bias_add_kernel<T>, (T *)y, (const T *)bias,
-             a.n * a.k * a.ho * a.wo, a.k, a.ho * a.wo);
+      bias_add_kernel<T><<<plane_grid(a.n * a.k), kThreads, 0, c.stream>>>((T *)y, (const T *)bias, a.n * a.k, a.k,
+                                                                            a.ho * a.wo);
+      MT_CUDA_CHECK_LAUNCH("conv2d bias");
     });
   };
   run_conv(
@@ -971,14 +1114,14 @@ void batch_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const 
 }  // namespace cuda
 }  // namespace mt
 
-// ---- the study hook ---------------------------------------------------------------------------
+// ---- the study hooks --------------------------------------------------------------------------
 //
 // mt_study_col2im: an internal hook for scripts/bench/workloads_cnn.py and
 // tests/gpu/test_cnn_parity.py, NOT part of the public API (no stability promise; exported only
 // because they drive it through ctypes). It picks the col2im that every later backward data of
 // the im2col path (mt_set_conv_algo 1, or 0 when it picks im2col) runs, until the next call:
 //   variant 0  production (kCol2imProduction: the gather)
-//   variant 1  the gather (col2im_kernel)
+//   variant 1  the gather (col2im_plane_kernel)
 //   variant 2  shared-memory tiles (col2im_shared_kernel; the gather where the slab does not fit)
 // Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another variant (the selection is then left as
 // it was). It leaves mt_last_error() alone. Not thread-safe against launches running
@@ -987,5 +1130,17 @@ void batch_norm_backward(Context &c, void *dx, void *dgamma, void *dbeta, const 
 extern "C" MT_API int64_t mt_study_col2im(int64_t variant) {
   if (variant < 0 || variant > mt::cuda::COL2IM_SHARED) return (int64_t)mt::Code::INVALID_ARGUMENT;
   mt::cuda::g_col2im_generation.store((int)variant, std::memory_order_relaxed);
+  return 0;
+}
+
+// mt_study_conv_index64: an internal hook for tests/gpu/test_cnn_parity.py, NOT part of the public
+// API (as mt_study_col2im). on = 1: every later im2col and gather col2im runs its plane kernel with
+// 64-bit coordinates, the instantiation only geometries past plane_fits32 take otherwise (planes
+// of 2^30 elements, strides or paddings of 2^20), so the tests can run it on small shapes; on =
+// 0: back to the choice by geometry. Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another
+// value; leaves mt_last_error() alone. Not thread-safe against launches in other threads.
+extern "C" MT_API int64_t mt_study_conv_index64(int64_t on) {
+  if (on != 0 && on != 1) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  mt::cuda::g_conv_index64.store(on == 1, std::memory_order_relaxed);
   return 0;
 }

@@ -310,12 +310,22 @@ bool applies(const MatmulArgs &g) {
 // 2^22, else 64 x 64 with 2 stages where k is at most 128 (one pass of 4 steps: 3 blocks an SM
 // fit) and 3 stages where it is longer (H100, gemm_study.py: char-GPT's products 240.7 us against
 // 306.7 for the mma.sync kernel in one run; 4096^3 1641 against 1906 for 64 x 128 in another,
-// where the mma.sync kernel took 2413-2427 in the runs before).
+// where the mma.sync kernel took 2413-2427 in the runs before). Two exceptions, from the
+// convolutions' products (cnn.cu, the ResNet layer 64->64 3x3 56x56 batch 64, H200, ncu, two
+// chunks each): k of at most 64 (backward data, dcol = w^T dy, out 576 x 3136 x 35, k 64):
+// 64 x 64 with 2 stages, 393 us against 458 for 128 x 128 and 411 for 64 x 128; and long-k
+// products of B stored (n, k) with a small output (backward filter, dw = dyT col^T, 64 x 576, k
+// 100352, split): 64 x 128 with 2 stages, 297 us against 534 for 64 x 64 with 3 stages (353
+// with twice the splits). Neither changes a char-GPT product's tile: those with k <= 64 have
+// outputs under 2^22 (64 x 64 with 2 stages already), and their weight gradients store A as
+// (k, m), not B as (n, k).
 int pick_tile(const Context &c, const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;
   if (c.cc_major == 9) {
     const int64_t out = g.m * g.n * g.batch;
+    if (g.k <= 64) return kMmaTiles + 4;
+    if (g.trans_b && g.batch == 1 && out <= (1ll << 20) && g.k >= (1 << 14)) return kMmaTiles + 1;
     return kMmaTiles + (out >= (1ll << 24) ? 5 : out >= (1ll << 22) ? 1 : g.k <= 128 ? 4 : 0);
   }
   return g.m * g.n * g.batch > (1ll << 23) ? 0 : 1;

@@ -8,6 +8,8 @@ importable, against PyTorch: forward values and every gradient, through the Pyth
               skipped when the build has none), 3 (the direct kernels; the 6x6 kernel, more
               taps than they take, runs im2col) and 0 (the timed choice); the roadmap CNN's
               two layers among the cases
+  index64     the im2col path with its plane kernels' 64-bit coordinates forced (the internal
+              hook mt_study_conv_index64): the same values as the CPU, the same bits as 32-bit
   col2im      the im2col path's input gradient under each col2im generation (mt_study_col2im,
               an internal hook: 1 gather, 2 shared-memory tiles, 0 production) against the CPU
               in float64, on shapes with strides 1-3, paddings, dilations, odd and non-square
@@ -35,9 +37,11 @@ from parity_support import GPU, HAVE_TORCH, RUN, SELF_TEST, SKIP_WHY, mt, torch 
 from minitorch._lib import lib  # noqa: E402
 
 STUDY_COL2IM = getattr(lib._cdll, "mt_study_col2im", None)  # CUDA builds only
-if STUDY_COL2IM is not None:
-    STUDY_COL2IM.restype = c_int64
-    STUDY_COL2IM.argtypes = [c_int64]
+STUDY_INDEX64 = getattr(lib._cdll, "mt_study_conv_index64", None)
+for _hook in (STUDY_COL2IM, STUDY_INDEX64):
+    if _hook is not None:
+        _hook.restype = c_int64
+        _hook.argtypes = [c_int64]
 
 
 F = mt.nn.functional
@@ -129,6 +133,26 @@ class ConvParity(unittest.TestCase):
         for algo in algos():
             for i, case in enumerate(CONV_CASES[:-1]):
                 self.check_case(i, case, mt.float64, algo)
+
+    @unittest.skipUnless(STUDY_INDEX64 is not None, "the library has no mt_study_conv_index64")
+    def test_index64_planes(self):
+        """The im2col path's plane kernels with 64-bit coordinates (mt_study_conv_index64, taken
+        otherwise only by geometries too large to test): the CPU reference's values, and the 32-bit
+        run's bits (the same values summed in the same order)."""
+        self.assertNotEqual(STUDY_INDEX64(2), 0)
+        self.assertNotEqual(STUDY_INDEX64(-1), 0)
+        try:
+            for dt in (mt.float32, mt.float64):
+                for i, case in enumerate(CONV_CASES[:-1]):
+                    self.assertEqual(STUDY_INDEX64(0), 0)
+                    x, w, b, g, narrow = self.check_case(i, case, dt, 1)
+                    self.assertEqual(STUDY_INDEX64(1), 0)
+                    _, _, _, _, wide = self.check_case(i, case, dt, 1)
+                    for name, a, c in zip(("y", "dx", "dw", "db"), narrow, wide):
+                        if a is not None:
+                            self.assertEqual(rel_err(c, a), 0.0, "%s %s case %d %s" % (name, dt, i, case))
+        finally:
+            STUDY_INDEX64(0)
 
     def test_timed_choice_is_stable(self):
         """algo 0 times both paths once per shape; the second call reuses the choice and agrees."""
