@@ -18,8 +18,8 @@
 // Napkin math (the ResNet layer, N=64, 64->64, 3x3, 56x56, pad 1, float32 on an H200): each GEMM
 // is 2*64*576*3136*64 = 14.8 GFLOP, about 0.15 ms at the 3xTF32 kernel's rate; the column matrix
 // 576*3136*64*4 = 462 MB, written and read once per direction, about 0.22 ms at 4.2 TB/s. So
-// about 0.35 ms a direction, 1.1 ms forward+backward; measured 0.45 and 1.47 ms (cuDNN 0.26 and
-// 1.04 ms, PyTorch 0.40 and 1.32 ms; docs/benchmarks.md).
+// about 0.35 ms a direction, 1.1 ms forward+backward; measured 0.48 and 1.53 ms (cuDNN 0.26 and
+// 1.09 ms, PyTorch 0.40 and 1.32 ms; docs/benchmarks.md).
 //
 // Napkin math (LeNet-5 conv2, N=256, C=6, K=16, 5x5, 14x14 -> 10x10): GEMM 2*K*CRS*P*N
 // = 2*16*150*100*256 = 123 MFLOP, the column matrix 150*100*256*4 = 15 MB written and read
@@ -50,7 +50,7 @@
 // 6.22 ms (2); roadmap conv1 106.6 us against 105.6 us; conv2 104.1 us against 116.5 us. As
 // expected at stride 1, (2) does not pay; it stays for strided shapes and as the reference.
 // (1) was a flat kernel then, with 64-bit index arithmetic; as a plane kernel (below) the ResNet
-// row is 1.47 ms against 3.99 ms for (2) (2026-11-29).
+// row is 1.53 ms against 4.04 ms for (2) (2026-11-29).
 //
 // Pools: one thread per output (forward) or per input pixel (backward, a gather over the
 // windows that hold the pixel, in the CPU reference's order: float results bit-identical).
@@ -147,7 +147,8 @@ bool plane_fits32(const Geom &g) {
 // falls into the padding; rows image-major (row n * CRS + crs: col (nb, CRS, P)) for the forward,
 // image-minor (row crs * nb + n: col (CRS, nb, P)) for dw. A thread loads kPlaneUnroll rows'
 // elements before it stores them: with one load in flight a thread the copy was latency-bound
-// (ResNet layer, forward+backward: 2.15 ms, 1.75 ms with the loads unrolled; docs/benchmarks.md).
+// (ResNet layer, forward+backward: 2.15 ms; 1.75 ms with these loads and col2im's in flight;
+// docs/benchmarks.md).
 constexpr int kPlaneUnroll = 4;
 
 template <class T, class I, bool IMAGE_MINOR>
