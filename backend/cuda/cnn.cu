@@ -1145,9 +1145,9 @@ extern "C" MT_API int64_t mt_study_col2im(int64_t variant) {
 
 // mt_study_conv_index64: an internal hook for tests/gpu/test_cnn_parity.py, NOT part of the public
 // API (as mt_study_col2im). on = 1: every later im2col and gather col2im runs its plane kernel with
-// 64-bit coordinates, the instantiation only geometries past plane_fits32 take otherwise (planes
-// of 2^30 elements, strides or paddings of 2^20), so the tests can run it on small shapes; on =
-// 0: back to the choice by geometry. Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another
+// 64-bit coordinates, the instantiation only geometries past plane_fits32 take otherwise (a plane,
+// an extent, a stride or a padding of 2^30), so the tests can run it on small shapes; on = 0:
+// back to the choice by geometry. Returns 0 (MT_OK) or MT_ERR_INVALID_ARGUMENT for another
 // value; leaves mt_last_error() alone. Not thread-safe against launches in other threads.
 extern "C" MT_API int64_t mt_study_conv_index64(int64_t on) {
   if (on != 0 && on != 1) return (int64_t)mt::Code::INVALID_ARGUMENT;
