@@ -122,7 +122,7 @@ inline unsigned plane_grid(int64_t units) { return (unsigned)std::min<int64_t>(u
 // Runs launch(first, blocks) over [0, units) in launches of at most INT_MAX blocks (grid.x's
 // limit), a block a row or plane: the plane kernels do not grid-stride, since a loop around
 // their body cost them the loads in flight (col2im at the ResNet layer took 207 us against 108
-// under ncu with one, so did im2col 201 against 156).
+// with one, im2col 201 against 150: ncu on an H200; docs/benchmarks.md).
 template <class Launch>
 void plane_launches(int64_t units, Launch &&launch) {
   for (int64_t first = 0; first < units; first += INT_MAX)
@@ -147,8 +147,8 @@ bool plane_fits32(const Geom &g) {
 // falls into the padding; rows image-major (row n * CRS + crs: col (nb, CRS, P)) for the forward,
 // image-minor (row crs * nb + n: col (CRS, nb, P)) for dw. A thread loads kPlaneUnroll rows'
 // elements before it stores them: with one load in flight a thread the copy was latency-bound
-// (ResNet layer, forward+backward: 2.15 ms; 1.75 ms with these loads and col2im's in flight;
-// docs/benchmarks.md).
+// (ResNet layer, forward+backward on an H200: 2.15 ms; 1.75 ms with these loads and col2im's in
+// flight; docs/benchmarks.md).
 constexpr int kPlaneUnroll = 4;
 
 template <class T, class I, bool IMAGE_MINOR>
