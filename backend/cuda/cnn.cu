@@ -178,6 +178,18 @@ __global__ void __launch_bounds__(kThreads) im2col_plane_kernel(T *__restrict__ 
   }
 }
 
+// Along one axis: whether an output's tap reads input offset o (the input position plus the
+// padding less the tap's dilated offset); if so, o becomes that output's position. Returning the
+// position or -1 instead timed the ResNet layer's forward+backward at 1.62 against 1.53 ms (H200,
+// one run), so the test and the position stay apart.
+template <bool UNIT, class I>
+__device__ __forceinline__ bool tap_output(I &o, I stride, I extent) {
+  if (UNIT) return o >= 0 && o < extent;
+  if (o < 0 || o % stride) return false;
+  o /= stride;
+  return o < extent;
+}
+
 // dx (written) for images [0, nb) from dcol (nb, CRS, P): each pixel sums the taps that read it,
 // one plane (n, c) a block. UNIT: both strides 1, so a tap's output position is a subtraction.
 // KR x KS: the filter's size where it is fixed at compile time (0: read from g), so the taps'
@@ -197,24 +209,12 @@ __global__ void __launch_bounds__(kThreads) col2im_plane_kernel(T *__restrict__ 
 #pragma unroll
       for (int r = 0; r < R; r++) {
         I oh = ih + ph - r * dh;
-        if (UNIT) {
-          if (oh < 0 || oh >= ho) continue;
-        } else {
-          if (oh < 0 || oh % sh) continue;
-          oh /= sh;
-          if (oh >= ho) continue;
-        }
+        if (!tap_output<UNIT>(oh, sh, ho)) continue;
         const T *taps = base + (int64_t)r * S * P + oh * wo;
 #pragma unroll
         for (int s = 0; s < S; s++) {
           I ow = iw + pw - s * dw;
-          if (UNIT) {
-            if (ow < 0 || ow >= wo) continue;
-          } else {
-            if (ow < 0 || ow % sw) continue;
-            ow /= sw;
-            if (ow >= wo) continue;
-          }
+          if (!tap_output<UNIT>(ow, sw, wo)) continue;
           acc += to_compute(taps[(int64_t)s * P + ow]);
         }
       }
@@ -755,13 +755,6 @@ void im2col(Context &c, T *col, const T *x, int64_t nb, const Geom &g) {
   MT_CUDA_CHECK_LAUNCH("conv2d im2col");
 }
 
-// dst[i] += src[i], i < n.
-template <class T>
-__global__ void __launch_bounds__(kThreads) accumulate_kernel(T *dst, const T *src, int64_t n) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    dst[i] = from_compute<T>(to_compute(dst[i]) + to_compute(src[i]));
-}
-
 // ---- the im2col path ---------------------------------------------------------------------
 
 void im2col_forward(Context &c, void *y, const void *x, const void *w, const Conv2dArgs &a) {
@@ -810,6 +803,9 @@ void im2col_backward_filter(Context &c, void *dw, const void *dy, const void *x,
     // Every chunk's product with beta 0 (the float32 tensor-core GEMM takes no beta): the first
     // into dw, the others into part, added to dw in chunk order.
     PoolBuffer part(nb < a.n ? a.k * CRS * (int64_t)sizeof(T) : 0);
+    BroadcastPlan sum;  // dw += part, elementwise over K * CRS
+    sum.same = true;
+    sum.numel = a.k * CRS;
     for (int64_t n0 = 0; n0 < a.n; n0 += nb) {
       const int64_t cnt = std::min(nb, a.n - n0);
       im2col<T, true>(c, col.as<T>(), (const T *)x + n0 * a.c * hw, cnt, geom(a));
@@ -817,9 +813,7 @@ void im2col_backward_filter(Context &c, void *dw, const void *dy, const void *x,
       launch_permute(dyt.as<T>(), (const T *)dy + n0 * a.k * P, shape, perm, 3, a.dtype);
       gemm(c, a.dtype, n0 == 0 ? dw : part.as<T>(), dyt.as<T>(), false, col.as<T>(), true, 1, a.k, CRS, cnt * P, 0, 0,
            0, 0.0);
-      if (n0 > 0)
-        launch(c, "conv2d backward filter (chunk sum)", a.k * CRS, accumulate_kernel<T>, (T *)dw,
-               (const T *)part.as<T>(), a.k * CRS);
+      if (n0 > 0) launch_binary(Binary::ADD, dw, dw, part.as<T>(), sum, a.dtype);
     }
   });
 }
