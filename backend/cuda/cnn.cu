@@ -110,10 +110,12 @@ Geom geom(const Conv2dArgs &a) {
 // H200, where their bytes take about 0.1 ms. Results are the same bits: the same values, each
 // pixel's taps summed in the same order (r, then s).
 
-// The block shape for planes `width` wide.
-inline dim3 plane_block(int64_t width) {
+// The block shape for planes `width` wide whose threads need at most `rows` rows of threads
+// (im2col: a thread takes kPlaneUnroll output rows; col2im: one input row), so that a small
+// plane gets a small block (14x14 in im2col: 16x4, not 16x16 with 60 threads idle).
+inline dim3 plane_block(int64_t width, int64_t rows) {
   const unsigned bx = width <= 16 ? 16 : width <= 32 ? 32 : 64;
-  return dim3(bx, kThreads / bx);
+  return dim3(bx, (unsigned)std::max<int64_t>(1, std::min<int64_t>(kThreads / bx, rows)));
 }
 
 // Blocks for `units` planes: one each, grid-striding past CUDA's limit on grid.x (the bias).
@@ -732,7 +734,7 @@ void col2im(Context &c, T *dx, const T *dcol, int64_t nb, const Geom &g) {
     const auto kernel = k3 ? (unit ? col2im_plane_kernel<T, I, true, 3, 3> : col2im_plane_kernel<T, I, false, 3, 3>)
                            : (unit ? col2im_plane_kernel<T, I, true, 0, 0> : col2im_plane_kernel<T, I, false, 0, 0>);
     plane_launches(planes, [&](int64_t first, unsigned blocks) {
-      kernel<<<blocks, plane_block(g.w), 0, c.stream>>>(dx, dcol, g, first);
+      kernel<<<blocks, plane_block(g.w, g.h), 0, c.stream>>>(dx, dcol, g, first);
     });
   };
   if (narrow_planes(g))
@@ -750,7 +752,8 @@ void im2col(Context &c, T *col, const T *x, int64_t nb, const Geom &g) {
   const auto kernel = narrow_planes(g) ? im2col_plane_kernel<T, int, IMAGE_MINOR>
                                        : im2col_plane_kernel<T, int64_t, IMAGE_MINOR>;
   plane_launches(rows, [&](int64_t first, unsigned blocks) {
-    kernel<<<blocks, plane_block(g.wo), 0, c.stream>>>(col, x, nb, g, first);
+    kernel<<<blocks, plane_block(g.wo, (g.ho + kPlaneUnroll - 1) / kPlaneUnroll), 0, c.stream>>>(
+        col, x, nb, g, first);
   });
   MT_CUDA_CHECK_LAUNCH("conv2d im2col");
 }
