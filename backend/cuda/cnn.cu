@@ -97,9 +97,10 @@ Geom geom(const Conv2dArgs &a) {
 // ---- the plane kernels: im2col, col2im ---------------------------------------------------
 //
 // One block a row of col (im2col: one (n, c, r, s)) or a plane of dx (col2im: one (n, c)), its
-// threads bx x by (bx the least of 16, 32, 64 that covers the width, else 64) walking the plane's
-// rows and columns, so an element costs a few integer instructions and a tap at unit stride no
-// division at all; writes, and the reads along a row, are coalesced. Coordinates within a plane
+// threads bx x by (bx the least of 16, 32, 64 that covers the width, else 64; by kThreads / bx,
+// or fewer where the plane needs fewer rows of threads) walking the plane's rows and columns, so
+// an element costs a few integer instructions and a tap at unit stride no division at all;
+// writes, and the reads along a row, are coalesced. Coordinates within a plane
 // are I: int where plane_fits32 takes the geometry, else int64_t (mt_study_conv_index64 forces
 // int64_t, for the tests); offsets of planes and rows are 64-bit either way.
 //
