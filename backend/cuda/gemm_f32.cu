@@ -312,8 +312,8 @@ bool applies(const MatmulArgs &g) {
 // 306.7 for the mma.sync kernel in one run; 4096^3 1641 against 1906 for 64 x 128 in another,
 // where the mma.sync kernel took 2413-2427 in the runs before). Two exceptions, from the
 // convolutions' products (cnn.cu, the ResNet layer 64->64 3x3 56x56 batch 64, H200, ncu, two
-// chunks each): k of at most 64 (backward data, dcol = w^T dy, out 576 x 3136 x 35, k 64):
-// 64 x 64 with 2 stages, 393 us against 458 for 128 x 128 and 411 for 64 x 128; and long-k
+// chunks each): k of at most 64 (backward data, dcol = w^T dy, out 576 x 3136 a chunk's image, k
+// 64): 64 x 64 with 2 stages, 393 us against 454 for 128 x 128 and 411 for 64 x 128; and long-k
 // products of B stored (n, k) with a small output (backward filter, dw = dyT col^T, 64 x 576, k
 // 100352, split): 64 x 128 with 2 stages, 297 us against 534 for 64 x 64 with 3 stages (353
 // with twice the splits). Neither changes a char-GPT product's tile: those with k <= 64 have
