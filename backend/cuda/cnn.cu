@@ -120,9 +120,6 @@ inline dim3 plane_block(int64_t width, int64_t rows) {
   return dim3(bx, (unsigned)std::max<int64_t>(1, std::min<int64_t>(kThreads / bx, rows)));
 }
 
-// Blocks for `units` planes: one each, grid-striding past CUDA's limit on grid.x (the bias).
-inline unsigned plane_grid(int64_t units) { return (unsigned)std::min<int64_t>(units, INT_MAX); }
-
 // Runs launch(first, blocks) over [0, units) in launches of at most INT_MAX blocks (grid.x's
 // limit), a block a row or plane: the plane kernels do not grid-stride, since a loop around
 // their body cost them the loads in flight (col2im at the ResNet layer took 207 us against 108
@@ -289,16 +286,15 @@ __global__ void __launch_bounds__(kThreads) col2im_shared_kernel(T *dx, const T 
 
 // ---- bias ------------------------------------------------------------------------------
 
-// y (n, k, p) += bias[k], a plane (n, k) a block (the flat kernel this replaced took a 64-bit
-// (e / p) % k an element, and half the copy bandwidth with it).
+// y (n, k, p) += bias[k], a plane (n, k) a block, from plane `first` (the flat kernel this
+// replaced took a 64-bit (e / p) % k an element, and half the copy bandwidth with it).
 template <class T>
 __global__ void __launch_bounds__(kThreads) bias_add_kernel(T *__restrict__ y, const T *__restrict__ bias,
-                                                            int64_t planes, int64_t k, int64_t p) {
-  for (int64_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
-    const Compute<T> b = to_compute(bias[plane % k]);
-    T *yp = y + plane * p;
-    for (int64_t i = threadIdx.x; i < p; i += kThreads) yp[i] = from_compute<T>(to_compute(yp[i]) + b);
-  }
+                                                            int64_t first, int64_t k, int64_t p) {
+  const int64_t plane = first + blockIdx.x;
+  const Compute<T> b = to_compute(bias[plane % k]);
+  T *yp = y + plane * p;
+  for (int64_t i = threadIdx.x; i < p; i += kThreads) yp[i] = from_compute<T>(to_compute(yp[i]) + b);
 }
 
 // ---- pools -----------------------------------------------------------------------------
@@ -1012,9 +1008,10 @@ void conv2d(Context &c, void *y, const void *x, const void *w, const void *bias,
     if (!bias) return;
     dispatch_f32_f64(a.dtype, "conv2d", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      bias_add_kernel<T><<<plane_grid(a.n * a.k), kThreads, 0, c.stream>>>((T *)y, (const T *)bias, a.n * a.k, a.k,
-                                                                            a.ho * a.wo);
-      MT_CUDA_CHECK_LAUNCH("conv2d bias");
+      plane_launches(a.n * a.k, [&](int64_t first, unsigned blocks) {
+        bias_add_kernel<T><<<blocks, kThreads, 0, c.stream>>>((T *)y, (const T *)bias, first, a.k, a.ho * a.wo);
+        MT_CUDA_CHECK_LAUNCH("conv2d bias");
+      });
     });
   };
   run_conv(
