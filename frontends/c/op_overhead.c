@@ -23,8 +23,14 @@
  * Before timing, each row's op is run once and its output compared with the value computed
  * here in double precision ("checked" in the table), so the loop times work that is right.
  *
+ * The "host" column is the median, over the same runs, of the time until the last call returned
+ * (before the closing mt_synchronize): what the calls cost the host alone. Where it is close to
+ * the total, the host is the bound, not the device; with a run shorter than the device's launch
+ * queue (--calls 256, say) the host never waits for the device to drain it, so the two columns
+ * apart tell which of the two an op's time is.
+ *
  * Output: a header line, one line per row:
- *   <op>  <shape>  grad no|yes  <median us per call>  <min us>  <max us>  checked
+ *   <op>  <shape>  grad no|yes  <median us per call>  <min us>  <max us>  <host us>  checked
  * and "live tensors: 0". Exit status 0, or 1 on a failed call, a wrong result or a leak. */
 #define _POSIX_C_SOURCE 199309L
 #define DEMO_NAME "op_overhead"
@@ -205,8 +211,9 @@ typedef struct row {
   int grad;
 } row;
 
-/* One timed run of n calls of the row's work; returns microseconds per call. */
-static double timed_run(const row *r, const inputs *in, const mlp *m, long n) {
+/* One timed run of n calls of the row's work; returns microseconds per call, and in *host the
+ * microseconds per call until the last call (and the tape's clearing) returned. */
+static double timed_run(const row *r, const inputs *in, const mlp *m, long n, double *host) {
   double t0;
   long i;
   CHECK(mt_synchronize());
@@ -229,6 +236,7 @@ static double timed_run(const row *r, const inputs *in, const mlp *m, long n) {
     }
   }
   CHECK(mt_tape_clear());
+  *host = (now_us() - t0) / (double)n;
   CHECK(mt_synchronize());
   return (now_us() - t0) / (double)n;
 }
@@ -313,21 +321,22 @@ int main(int argc, char **argv) {
   mlp_init(&m, dev);
   printf("op_overhead: device %s, %ld calls per run (%ld for the mlp rows), median of %d runs\n",
          mt_device_name(dev), calls, calls / 10, runs);
-  printf("%-15s %-6s %-5s %10s %10s %10s\n", "op", "shape", "grad", "us/call", "min", "max");
+  printf("%-15s %-6s %-5s %10s %10s %10s %10s\n", "op", "shape", "grad", "us/call", "min", "max", "host");
   for (k = 0; k < (int)(sizeof rows / sizeof rows[0]); k++) {
     const row *r = &rows[k];
     long n = r->kind == ROW_OP ? calls : calls / 10;
-    double t[MAX_RUNS];
+    double t[MAX_RUNS], h[MAX_RUNS];
     if (only && strcmp(only, r->name)) continue;
     shown++;
     if (r->kind == ROW_OP) inputs_requires_grad(&in, r->grad);
     mt_set_grad_enabled(r->kind != ROW_MLP_FORWARD);
     check_row(r, &in, &m);
-    timed_run(r, &in, &m, n / 10 + 1); /* warm-up: caches, the device pool, lazy set-up */
-    for (i = 0; i < runs; i++) t[i] = timed_run(r, &in, &m, n);
+    timed_run(r, &in, &m, n / 10 + 1, &h[0]); /* warm-up: caches, the device pool, lazy set-up */
+    for (i = 0; i < runs; i++) t[i] = timed_run(r, &in, &m, n, &h[i]);
     qsort(t, (size_t)runs, sizeof t[0], cmp_double);
-    printf("%-15s %-6s %-5s %10.3f %10.3f %10.3f  checked\n", r->name, r->shape, r->grad ? "yes" : "no",
-           t[runs / 2], t[0], t[runs - 1]);
+    qsort(h, (size_t)runs, sizeof h[0], cmp_double);
+    printf("%-15s %-6s %-5s %10.3f %10.3f %10.3f %10.3f  checked\n", r->name, r->shape, r->grad ? "yes" : "no",
+           t[runs / 2], t[0], t[runs - 1], h[runs / 2]);
     fflush(stdout);
   }
   mt_set_grad_enabled(1);

@@ -7,6 +7,11 @@
 // cudaDeviceSynchronize, in microseconds per call: back-to-back launches are bounded by the GPU's
 // own rate of tiny kernels as well as by the host.
 //
+// Then the launches again in bursts of 16, 256 and 8192 calls, each line the medians of 21 runs
+// of the host's part (until the last call returned) and of the whole (until the synchronize
+// returned). A burst shorter than the launch queue never waits for the device: where the host's
+// part is the whole there, the host is what bounds back-to-back launches.
+//
 //   make build/launch_floor && build/launch_floor     (part of `make compile-cuda`)
 //
 // Measured results and what they motivated: docs/benchmarks.md, section "A block cache in
@@ -35,6 +40,26 @@ template <class F> double per_call(F f, int n = 20000) {
   std::sort(r.begin(), r.end());
   return r[3];
 }
+// The burst lines for f (see the header).
+template <class F> void bursts(const char *name, F f) {
+  for (int n : {16, 256, 8192}) {
+    std::vector<double> host, whole;
+    for (int rep = 0; rep < 21; rep++) {
+      cudaDeviceSynchronize();
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; i++) f();
+      auto t1 = std::chrono::steady_clock::now();
+      cudaDeviceSynchronize();
+      auto t2 = std::chrono::steady_clock::now();
+      host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
+      whole.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count() / n);
+    }
+    std::sort(host.begin(), host.end());
+    std::sort(whole.begin(), whole.end());
+    printf("%-22s burst %5d: host %.3f us, whole %.3f us per call\n", name, n, host[10], whole[10]);
+  }
+}
+
 int main() {
   cudaStream_t s;
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
@@ -58,6 +83,12 @@ int main() {
   printf("nvtx push/pop         %.3f us\n", per_call([&](int) { nvtxRangePushA("x"); nvtxRangePop(); }));
   printf("getdevice             %.3f us\n", per_call([&](int) { int d; cudaGetDevice(&d); }));
   printf("memcpyasync d2h 16B + sync %.3f us\n", per_call([&](int) { float h[4]; cudaMemcpyAsync(h, buf, 16, cudaMemcpyDeviceToHost, s); cudaStreamSynchronize(s); }, 2000));
+  bursts("empty <<<>>>", [&] { empty_k<<<1, 32, 0, s>>>(buf); });
+  cfg.numAttrs = 0;
+  bursts("LaunchKernelEx plain", [&] { cudaLaunchKernelEx(&cfg, empty_k, buf); });
+  cfg.numAttrs = 1;
+  bursts("LaunchKernelEx pdl", [&] { cudaLaunchKernelEx(&cfg, pdl_k, buf); });
+  bursts("malloc+launch+free", [&] { void *p; cudaMallocAsync(&p, 16, s); empty_k<<<1, 32, 0, s>>>((float *)p); cudaFreeAsync(p, s); });
   cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     fprintf(stderr, "launch_floor: %s\n", cudaGetErrorString(err));

@@ -419,7 +419,8 @@ def bench_op_overhead(ctx):
                        text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError("%s exited %d: %s" % (exe, p.returncode, p.stderr[-500:]))
-    rows_mt = re.findall(r"(?m)^(\w+)\s+(\S+)\s+(no|yes)\s+([0-9.]+)\s+[0-9.]+\s+[0-9.]+\s+checked$", p.stdout)
+    rows_mt = re.findall(r"(?m)^(\w+)\s+(\S+)\s+(no|yes)\s+([0-9.]+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+checked$",
+                         p.stdout)
     if not rows_mt:
         raise RuntimeError("%s printed no rows:\n%s" % (exe, p.stdout[-1000:]))
     torch_us = _torch_op_overhead(ctx, calls, runs) if ctx.torch is not None else {}

@@ -6,7 +6,9 @@ themselves are `make bench`'s business (no threshold here: CI machines differ to
 The program checks each op's result against a double-precision value of its own before timing
 (the "checked" column); this test checks the table: the twelve rows (add, mul, relu, matmul, sum
 with and without recording, the MLP forward and training step), finite positive microseconds
-with min <= median <= max, "live tensors: 0", --only, and the refusal of bad flags.
+with min <= median <= max, the host's part (time until the last call returned) positive and no
+more than the median (each run's host part is within its total, so the medians are ordered too),
+"live tensors: 0", --only, and the refusal of bad flags.
 BUILD_DIR defaults to build/; the device is MT_DEVICE's (cpu when unset).
 """
 import math
@@ -20,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(os.environ.get("MINITORCH_BUILD", os.path.join(ROOT, "build")))
 DEVICE = os.environ.get("MT_DEVICE", "cpu")
 TIMEOUT_S = 300
-ROW = re.compile(r"(?m)^(\w+)\s+(\S+)\s+(no|yes)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+checked$")
+ROW = re.compile(r"(?m)^(\w+)\s+(\S+)\s+(no|yes)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+checked$")
 EXPECTED = [(op, shape, grad) for op, shape in (("add", "[4]"), ("mul", "[4]"), ("relu", "[4]"),
                                                  ("matmul", "[4,4]"), ("sum", "[4]"))
             for grad in ("no", "yes")] + [("mlp_forward", "4-8-1", "no"), ("mlp_train_step", "4-8-1", "yes")]
@@ -38,12 +40,14 @@ def run(*args, expect_rc=0):
 class OpOverhead(unittest.TestCase):
     def rows(self, out):
         found = []
-        for op, shape, grad, med, lo, hi in ROW.findall(out):
-            med, lo, hi = float(med), float(lo), float(hi)
-            for v in (med, lo, hi):
+        for op, shape, grad, med, lo, hi, host in ROW.findall(out):
+            med, lo, hi, host = float(med), float(lo), float(hi), float(host)
+            for v in (med, lo, hi, host):
                 # 0.01 us is ~30 instructions, less than a call can cost; 1e5 us would be a hang
                 self.assertTrue(math.isfinite(v) and 0.01 <= v < 1e5, "%s %s: %g us per call\n%s" % (op, grad, v, out))
             self.assertTrue(lo <= med <= hi, "%s %s: min %g, median %g, max %g" % (op, grad, lo, med, hi))
+            self.assertLessEqual(host, med, "%s %s: host part %g us is more than the total's median %g" % (
+                op, grad, host, med))
             found.append((op, shape, grad, med))
         return found
 
