@@ -4,7 +4,7 @@
 (the internal hooks mt_study_gemm_f32 and mt_study_gemm_f32_run), and against torch.matmul
 (float32, TF32 off), in one process on one GPU.
 
-  python3 scripts/bench/gemm_study.py [--reps N] [--iters N] [--shapes gpt|all]
+  python3 scripts/bench/gemm_study.py [--reps N] [--iters N] [--shapes gpt|all|shortk] [--tiles i,j]
 
 Shapes: the twelve products of char-GPT large's Linears at batch 32 (8192 token rows, d 128: the
 forward x W^T, the input gradient dy W and the weight gradient dy^T x of the qkv, projection, fc1
@@ -36,13 +36,20 @@ GPT_SMALL = [("small qkv x W^T", 4096, 192, 64, 0, 1), ("small fc1 dy W", 4096, 
 MLP = [("mlp fc1 x W^T", 64, 128, 784, 0, 1), ("mlp fc1 dy^T x", 128, 784, 64, 1, 0),
        ("cnn fc x W^T", 64, 64, 784, 0, 1)]
 SQUARE = [("square", 4096, 4096, 4096, 0, 0)]
+# Short-k products with outputs from 2^22 to 2^26 elements, where pick_tile's k <= 64 rule chooses
+# the wgmma kernel's 64 x 64 tile with 2 stages over the 64 x 128 or 128 x 128 the output's size
+# would take: time them with --shapes shortk --tiles 9,6,10 (those three tiles forced).
+SHORT_K = []
+for _m, _n, _k in ((2048, 2048, 64), (4096, 4096, 32), (4096, 4096, 64), (8192, 8192, 16), (8192, 8192, 64),
+                   (16384, 4096, 64)):
+    SHORT_K += [("shortk NN", _m, _n, _k, 0, 0), ("shortk NT", _m, _n, _k, 0, 1), ("shortk TN", _m, _n, _k, 1, 0)]
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--shapes", default="all", choices=("gpt", "all"))
+    ap.add_argument("--shapes", default="all", choices=("gpt", "all", "shortk"))
     ap.add_argument("--tiles", default="", help="also time the kernel with these tiles forced (0,1,...: "
                     "mt_study_gemm_f32 variant 3 + tile), printed after the error columns")
     args = ap.parse_args(argv)
@@ -63,7 +70,8 @@ def main(argv):
     torch.backends.cuda.matmul.allow_tf32 = False
     timer = harness.Timer(lib, torch, True)
     gpu = lib.mt_device_name(U.MT_CUDA).decode()
-    shapes = GPT_LARGE + GPT_SMALL + (MLP + SQUARE if args.shapes == "all" else [])
+    shapes = (SHORT_K if args.shapes == "shortk" else
+              GPT_LARGE + GPT_SMALL + (MLP + SQUARE if args.shapes == "all" else []))
     print("gemm_study on %s: float32 products, us (median of %d x %d), TF32 off in torch" % (gpu, args.reps,
                                                                                               args.iters))
     print("%-22s %5s %5s %5s %2s %8s %8s %8s %7s %7s %9s %9s" % ("product", "m", "n", "k", "op", "3xTF32",
@@ -108,9 +116,10 @@ def main(argv):
             label, m, n, k, ("T" if ta else "N") + ("T" if tb else "N"), times[0], times[1], t_us,
             t_us / times[0], flops / times[0] * 1e-6, errs[0], errs[1]) +
               "".join(" t%d %7.1f" % (tile, us) for tile, us in zip(tiles, tile_us)))
-    print("%-22s %23s %8.1f %8.1f %8.1f %7.2f   (char-GPT's)" % ("total", "", totals[0], totals[1],
-                                                                        totals[2], totals[2] / totals[0]) +
-          "".join(" t%d %7.1f" % (tile, us) for tile, us in zip(tiles, tile_totals)))
+    if totals[0] > 0:  # the char-GPT products were among the shapes
+        print("%-22s %23s %8.1f %8.1f %8.1f %7.2f   (char-GPT's)" % ("total", "", totals[0], totals[1],
+                                                                            totals[2], totals[2] / totals[0]) +
+              "".join(" t%d %7.1f" % (tile, us) for tile, us in zip(tiles, tile_totals)))
     return 0
 
 
