@@ -37,6 +37,10 @@ DOC = os.path.join(REPO, "docs", "flash_attention.md")
 BEGIN, END = "<!-- tuning:begin -->", "<!-- tuning:end -->"
 
 
+# The forward's anchors: torch's SDPA restricted to one backend (skipped where torch lacks it).
+ANCHORS = [("torch flash", "FLASH_ATTENTION"), ("torch cudnn", "CUDNN_ATTENTION")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--write", action="store_true", help="replace the tuning section of docs/flash_attention.md")
@@ -99,14 +103,16 @@ def main():
         prob = Problem(torch, B, HEADS, T, D, causal)
         ref = torch.nn.functional.scaled_dot_product_attention(prob.q, prob.k, prob.v, is_causal=causal)
         torch.cuda.synchronize()
-        mk_flash = sdpa_context(torch, "FLASH_ATTENTION")
-        if mk_flash is not None:  # the anchor: torch's flash backend, forward, timed the same way
-            with mk_flash(), torch.no_grad():
+        for anchor, backend in ANCHORS:  # torch's SDPA backends, forward, timed the same way
+            mk = sdpa_context(torch, backend)
+            if mk is None:
+                continue
+            with mk(), torch.no_grad():
                 F = torch.nn.functional
                 ms_t = timed(lambda: F.scaled_dot_product_attention(prob.q, prob.k, prob.v, is_causal=causal),
                              torch.cuda.synchronize)
-            results[("torch flash", (T, D, causal), "fwd")] = flops(B, HEADS, T, D, causal, False) / (ms_t * 1e-3) / 1e12
-            print("  T=%-5d D=%-3d causal=%-5s %-8s fwd %7.3f ms" % (T, D, causal, "torch flash", ms_t), flush=True)
+            results[(anchor, (T, D, causal), "fwd")] = flops(B, HEADS, T, D, causal, False) / (ms_t * 1e-3) / 1e12
+            print("  T=%-5d D=%-3d causal=%-5s %-8s fwd %7.3f ms" % (T, D, causal, anchor, ms_t), flush=True)
         for name, gen, c in configs:
             if cfg(gen, c) != 0:
                 raise RuntimeError("mt_study_flash_config(%d, %d) refused" % (gen, c))
@@ -137,8 +143,8 @@ def main():
         lines.append("| %s | %s | geomean D64 | geomean D128 |" % (direction, " | ".join(cols)))
         lines.append("|---|" + "---:|" * (len(cols) + 2))
         best = {}
-        rows = configs + ([("torch flash", None, None)] if direction == "fwd" and ("torch flash", shapes[0], "fwd")
-                          in results else [])
+        rows = configs + [(anchor, None, None) for anchor, _ in ANCHORS
+                          if direction == "fwd" and (anchor, shapes[0], "fwd") in results]
         for name, _, _ in rows:
             cells, by_d = [], {64: [], 128: []}
             for s in shapes:

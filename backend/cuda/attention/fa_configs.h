@@ -31,30 +31,39 @@
 // sm_90a only) runs row `config` of its head dim's table:
 //   X(index, forward BC, forward warpgroups (BR = 64 each),
 //     backward key/value pass: query tile BR, warpgroups (BC = 64 keys each),
-//     backward dQ pass: key tile BC, warpgroups (BR = 64 queries each))
+//     backward dQ pass: key tile BC, warpgroups (BR = 64 queries each),
+//     forward stages of a producer warpgroup (0: none))
 // Rows 3 and 4 run the forward with one warpgroup a CTA (BR 64), so that two or more CTAs
 // share an SM and one's softmax can run under another's products; their backward is the
-// production row's.
-#define MT_FA_WGMMA_D64(X)  \
-  X(0, 128, 2, 64, 2, 64, 2) \
-  X(1, 128, 3, 128, 1, 128, 1) \
-  X(2, 64, 2, 64, 1, 128, 2) \
-  X(3, 128, 1, 128, 1, 128, 1) \
-  X(4, 64, 1, 128, 1, 128, 1)
+// production row's. Rows 5 to 7 run the forward of fa_forward_ws.cuh: a producer warpgroup
+// fills a ring of that many key/value stages by TMA and two consumer warpgroups (BR 128) take
+// turns on the tensor cores; their backward is the production row's too.
+#define MT_FA_WGMMA_D64(X)        \
+  X(0, 128, 2, 64, 2, 64, 2, 0)   \
+  X(1, 128, 3, 128, 1, 128, 1, 0) \
+  X(2, 64, 2, 64, 1, 128, 2, 0)   \
+  X(3, 128, 1, 128, 1, 128, 1, 0) \
+  X(4, 64, 1, 128, 1, 128, 1, 0)  \
+  X(5, 128, 2, 128, 1, 128, 1, 2) \
+  X(6, 128, 2, 128, 1, 128, 1, 3) \
+  X(7, 64, 2, 128, 1, 128, 1, 4)
 
-#define MT_FA_WGMMA_D128(X) \
-  X(0, 128, 2, 64, 2, 64, 2) \
-  X(1, 64, 2, 64, 1, 64, 1) \
-  X(2, 64, 3, 64, 1, 64, 3) \
-  X(3, 64, 1, 64, 2, 64, 2) \
-  X(4, 128, 1, 64, 2, 64, 2)
+#define MT_FA_WGMMA_D128(X)    \
+  X(0, 128, 2, 64, 2, 64, 2, 0) \
+  X(1, 64, 2, 64, 1, 64, 1, 0)  \
+  X(2, 64, 3, 64, 1, 64, 3, 0)  \
+  X(3, 64, 1, 64, 2, 64, 2, 0)  \
+  X(4, 128, 1, 64, 2, 64, 2, 0) \
+  X(5, 128, 2, 64, 2, 64, 2, 2) \
+  X(6, 64, 2, 64, 2, 64, 2, 3)  \
+  X(7, 128, 2, 64, 2, 64, 2, 3)
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
 constexpr int kNumTunedConfigs = 4;  // rows of each tuned table above
-constexpr int kNumWgmmaConfigs = 5;  // rows of each wgmma table above
+constexpr int kNumWgmmaConfigs = 8;  // rows of each wgmma table above
 constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa_v5 (wgmma)
 
 // Production (generation 0): generation 4 with the rows tune_attention.py measured best

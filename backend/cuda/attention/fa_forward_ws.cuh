@@ -1,0 +1,248 @@
+// fa_forward_ws.cuh - the Hopper forward with a producer warpgroup and two consumer warpgroups
+// that take turns on the tensor cores (fa_v5's rows with producer stages in fa_configs.h,
+// sm_90a).
+//
+// The function is fa_forward_wgmma.cuh's (FwdParams; output, lse, causal alignment, no-key
+// rows) and so is the math of a key tile; what differs is who waits for what:
+//   - warpgroup 2 is the producer: one of its threads copies Q and the key/value tiles into a
+//     ring of STAGES stages by TMA (cp.async.bulk.tensor, three tensor maps over (bh, t, d)
+//     made by the launcher, the 128-byte swizzle of fa_wgmma.cuh's panels; rows past the
+//     sequence arrive as zeros). A stage's `full` barrier completes when its bytes have landed;
+//     the producer waits only for a stage to be free again (`empty`, 256 arrivals: every
+//     consumer thread once it has no product in flight that reads the stage). The producer
+//     gives up registers (setmaxnreg) so that the consumers can hold 64 x 128 score tiles;
+//   - warpgroups 0 and 1 each own 64 query rows. Neither waits for the other at a tile boundary
+//     (no __syncthreads after the set-up); they only take turns issuing products, through two
+//     named barriers: a turn issues O += P V of tile j - 1 and then S = Q K^T of tile j, then
+//     hands the turn over, and the warpgroup runs tile j's online softmax while the other's
+//     products run. So one warpgroup's softmax lies under the other's products instead of both
+//     softmaxes leaving the tensor cores idle at the same time.
+// TMA writes and wgmma reads are both async-proxy accesses: no proxy fence between them.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (a type only: the launcher gets the driver entry point at run time)
+
+#include "backend/cuda/attention/fa_forward_wgmma.cuh"
+
+namespace mt {
+namespace cuda {
+namespace fa {
+
+template <int D, int BC, int STAGES>
+struct WsFwdShape {
+  static constexpr int br = 128;       // two consumer warpgroups of 64 query rows
+  static constexpr int threads = 384;  // and the producer warpgroup
+  static constexpr int tile = BC * D;  // elements of one K or V tile
+  // Q, STAGES of K and V, 2 STAGES mbarriers, and 1024 bytes to align the first panel
+  static constexpr int smem_bytes = (br * D + 2 * STAGES * tile) * 2 + 2 * STAGES * 8 + 1024;
+  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  static_assert(BC == 64 || BC == 128, "key tile 64 or 128");
+};
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival on bar that also expects `bytes` more of asynchronous copies in this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// The box at (x, y, z) of tensor map m into shared memory at dst, completing on bar.
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *m, int x, int y, int z, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(m)), "r"(x), "r"(y), "r"(z), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Named barrier `id` of n threads: sync waits for it, arrive counts in without waiting.
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+// mq, mk, mv: p.q, p.k, p.v as (bh, t, d) tensors, boxes of 64 columns (one panel) by BR (Q) or
+// BC (K, V) rows.
+template <class T, int D, int BC, int STAGES>
+__global__ void __launch_bounds__(384, 1)
+    flash_fwd_ws_kernel(FwdParams p, const __grid_constant__ CUtensorMap mq, const __grid_constant__ CUtensorMap mk,
+                        const __grid_constant__ CUtensorMap mv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = WsFwdShape<D, BC, STAGES>;
+  constexpr int BR = S::br;
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint16_t *sQ = reinterpret_cast<uint16_t *>(align1024(smem_raw));
+  uint16_t *sK = sQ + BR * D;              // STAGES of BC x D
+  uint16_t *sV = sK + STAGES * S::tile;    // STAGES of BC x D
+  const uint32_t full0 = smem_u32(sV + STAGES * S::tile), empty0 = full0 + 8 * STAGES;  // 8 bytes each
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int wg = warp >> 2;
+  const int qtile = p.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+  const int q0 = qtile * BR;
+  const int64_t bh = blockIdx.y;
+  const int off = p.tk - p.tq;
+
+  int n_kv = (p.tk + BC - 1) / BC;
+  if (p.causal) {
+    const int last_key = q0 + BR - 1 + off;
+    n_kv = min(n_kv, last_key < 0 ? 0 : last_key / BC + 1);
+  }
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 1), mbar_init(empty0 + 8 * s, 256);
+  }
+  __syncthreads();  // the barriers initialized; the last block-wide barrier of the kernel
+
+  if (wg == 2) {  // the producer: one thread issues, the warpgroup keeps 24 registers a thread
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (threadIdx.x == 256) {
+      for (int j = 0; j < n_kv; j++) {
+        const int st = j % STAGES;
+        const uint32_t full = full0 + 8 * st;
+        if (j >= STAGES) mbar_wait(empty0 + 8 * st, (j / STAGES - 1) & 1);  // tile j - STAGES consumed
+        mbar_arrive_expect_tx(full, (2 * S::tile + (j == 0 ? BR * D : 0)) * 2);
+#pragma unroll
+        for (int c = 0; c < D / 64; c++) {  // a panel of 64 columns a box
+          if (j == 0) tma_load_3d(sQ + c * BR * 64, &mq, 64 * c, q0, (int)bh, full);
+          tma_load_3d(sK + st * S::tile + c * BC * 64, &mk, 64 * c, j * BC, (int)bh, full);
+          tma_load_3d(sV + st * S::tile + c * BC * 64, &mv, 64 * c, j * BC, (int)bh, full);
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  const int row_base = q0 + wg * 64 + (warp & 3) * 16;  // the warp's first query row
+  float o[D / 2], s[BC / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < BC / 2; i++) s[i] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  uint32_t pa[BC / 16][4];
+
+  const uint32_t q_addr = smem_u32(sQ) + wg * 64 * 128;  // this warpgroup's rows of panel 0
+  const int mine = 1 + wg, other = 2 - wg;               // the named barriers of the turns
+  auto scores = [&](int st) {  // S = Q K^T of the tile in stage st, the head dim in k16 steps
+    const uint32_t k_addr = smem_u32(sK + st * S::tile);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint32_t step = (kk & 3) * 32;  // bytes into the panel's 128-byte rows
+      const uint64_t da = smem_desc(q_addr + (kk >> 2) * BR * 128 + step, 16, 1024);
+      const uint64_t db = smem_desc(k_addr + (kk >> 2) * BC * 128 + step, 16, 1024);
+      wgmma_ss<T, BC, 0>(s, da, db, kk > 0);
+    }
+  };
+  auto pv = [&](int st) {  // O += P V: P from pa, V N-major from stage st, 16 keys a step
+    const uint32_t v_addr = smem_u32(sV + st * S::tile);
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<T, D, 1>(o, pa[kk], smem_desc(v_addr + kk * 2048, BC * 128, 1024), 1);
+  };
+  auto softmax = [&](int j) {  // tile j's mask and online softmax; O rescaled, P packed into pa
+    const int k0 = j * BC;
+    const bool need_mask = k0 + BC > p.tk || (p.causal && k0 + BC - 1 > q0 + off);
+    if (need_mask) {
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int row = row_base + g + (e >> 1) * 8;
+          const int col = k0 + n * 8 + 2 * t + (e & 1);
+          if (col >= p.tk || (p.causal && col > row + off)) s[n * 4 + e] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++) mx = fmaxf(mx, fmaxf(s[n * 4 + 2 * h], s[n * 4 + 2 * h + 1]));
+      mx = quad_max(mx) * p.scale_log2;
+      const float m_new = fmaxf(m_run[h], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m_run[h] - m_use);
+      m_run[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++) {
+        s[n * 4 + 2 * h] = exp2f(fmaf(s[n * 4 + 2 * h], p.scale_log2, -m_use));
+        s[n * 4 + 2 * h + 1] = exp2f(fmaf(s[n * 4 + 2 * h + 1], p.scale_log2, -m_use));
+        sum += s[n * 4 + 2 * h] + s[n * 4 + 2 * h + 1];
+      }
+      l_run[h] = l_run[h] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < D / 8; n++) {
+        o[n * 4 + 2 * h] *= alpha;
+        o[n * 4 + 2 * h + 1] *= alpha;
+      }
+    }
+    pack_a<T, BC>(pa, s);
+  };
+  auto await_tile = [&](int j) { mbar_wait(full0 + 8 * (j % STAGES), (j / STAGES) & 1); };
+
+  // Turns: warpgroup 0 goes first. Each warpgroup takes n_kv + 1 turns and hands each one over,
+  // except warpgroup 1 its last (warpgroup 0 has none left to take).
+  if (n_kv > 0) {
+    if (wg == 1) named_arrive(other, 256);
+    await_tile(0);
+    named_sync(mine, 256);
+    wgmma_fence();
+    scores(0);
+    wgmma_commit();
+    named_arrive(other, 256);
+    wgmma_wait<0>();
+    softmax(0);
+    for (int j = 1; j < n_kv; j++) {
+      await_tile(j);
+      named_sync(mine, 256);
+      wgmma_fence();
+      pv((j - 1) % STAGES);
+      scores(j % STAGES);
+      wgmma_commit();
+      named_arrive(other, 256);
+      wgmma_wait<0>();
+      mbar_arrive(empty0 + 8 * ((j - 1) % STAGES));  // tile j - 1 read
+      softmax(j);
+    }
+    named_sync(mine, 256);
+    wgmma_fence();
+    pv((n_kv - 1) % STAGES);
+    wgmma_commit();
+    if (wg == 0) named_arrive(other, 256);
+    wgmma_wait<0>();
+  }
+
+  // epilogue: O / l, lse = (m + log2 l) ln 2
+  T *go = static_cast<T *>(p.o) + bh * p.tq * D;
+  float *glse = p.lse + bh * p.tq;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const float l = quad_sum(l_run[h]);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = row_base + g + 8 * h;
+    if (row < p.tq) {
+#pragma unroll
+      for (int n = 0; n < D / 8; n++)
+        store2<T>(go + (int64_t)row * D + n * 8 + 2 * t, o[n * 4 + 2 * h] * inv, o[n * 4 + 2 * h + 1] * inv);
+      if (t == 0) glse[row] = l > 0.f ? (m_run[h] + log2f(l)) * kLn2 : INFINITY;
+    }
+  }
+#endif
+}
+
+}  // namespace fa
+}  // namespace cuda
+}  // namespace mt
