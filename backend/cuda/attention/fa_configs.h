@@ -35,7 +35,7 @@
 //     forward stages of a producer warpgroup (0: none))
 // Rows 3 and 4 run the forward with one warpgroup a CTA (BR 64), so that two or more CTAs
 // share an SM and one's softmax can run under another's products; their backward is the
-// production row's. Rows 5 to 7 run the forward of fa_forward_ws.cuh: a producer warpgroup
+// production row's. Rows 5 and 6 run the forward of fa_forward_ws.cuh: a producer warpgroup
 // fills a ring of that many key/value stages by TMA and two consumer warpgroups (BR 128) take
 // turns on the tensor cores; their backward is the production row's too.
 #define MT_FA_WGMMA_D64(X)        \
@@ -44,9 +44,8 @@
   X(2, 64, 2, 64, 1, 128, 2, 0)   \
   X(3, 128, 1, 128, 1, 128, 1, 0) \
   X(4, 64, 1, 128, 1, 128, 1, 0)  \
-  X(5, 128, 2, 128, 1, 128, 1, 2) \
-  X(6, 128, 2, 128, 1, 128, 1, 3) \
-  X(7, 64, 2, 128, 1, 128, 1, 4)
+  X(5, 128, 2, 128, 1, 128, 1, 3) \
+  X(6, 128, 2, 128, 1, 128, 1, 2)
 
 #define MT_FA_WGMMA_D128(X)    \
   X(0, 128, 2, 64, 2, 64, 2, 0) \
@@ -54,16 +53,15 @@
   X(2, 64, 3, 64, 1, 64, 3, 0)  \
   X(3, 64, 1, 64, 2, 64, 2, 0)  \
   X(4, 128, 1, 64, 2, 64, 2, 0) \
-  X(5, 128, 2, 64, 2, 64, 2, 2) \
-  X(6, 64, 2, 64, 2, 64, 2, 3)  \
-  X(7, 128, 2, 64, 2, 64, 2, 3)
+  X(5, 128, 2, 64, 2, 64, 2, 3) \
+  X(6, 64, 2, 64, 2, 64, 2, 3)
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
 constexpr int kNumTunedConfigs = 4;  // rows of each tuned table above
-constexpr int kNumWgmmaConfigs = 8;  // rows of each wgmma table above
+constexpr int kNumWgmmaConfigs = 7;  // rows of each wgmma table above
 constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa_v5 (wgmma)
 
 // Production (generation 0): generation 4 with the rows tune_attention.py measured best
@@ -71,19 +69,21 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 // (264 / 262 TFLOP/s geomean at D 64 / 128) and backward (dQ by a separate pass: 113 / 115
 // TFLOP/s against 77 / 82 with atomics, row 0).
 constexpr int default_forward_config(int) { return 1; }
-// On a compute capability 9.0 device production is generation 5 (wgmma) (H200, 2026-11-26,
-// tune_attention.py --quick, geomean TFLOP/s at D 64 / 128):
-//   forward: row 0 for both head dims (BC 128, 2 warpgroups; row 4 at D 64 up to 2048 keys,
-//     below): 322 / 412, against tuned row 1's 265 / 263 and PyTorch flash's 276 / 324;
-//   backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
-//     112 / 115.
-// At D 64 and up to 2048 keys, forward row 4 (BC 64, one warpgroup a CTA, four CTAs an SM):
-// tune_attention.py on an H100, 2026-11-28, TFLOP/s (causal second) at T 512: 302 / 219 against
-// row 2's 280 / 183; T 1024: 327 / 263 against 322 / 233; T 2048: 347 / 292 against 347 / 276.
-// At T 4096 it runs within 5% of row 0, at 16384 8-14% slower (docs/flash_attention.md). Row 2
-// before it (BC 64, two warpgroups), on an H200, 2026-11-27, T 512: 287 / 182 against row 0's
-// 242 / 157 and PyTorch flash's 249 / 144; T 2048 (2026-11-26): 340 / 278 against 326 / 269.
-constexpr int default_wgmma_forward_config(int d, int64_t tk) { return d == 64 && tk <= 2048 ? 4 : 0; }
+// On a compute capability 9.0 device production is generation 5 (wgmma). Forward: row 5 (the
+// TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages) for both head dims,
+// except row 4 (BC 64, one warpgroup a CTA, four CTAs an SM) at D 64 up to 1024 keys.
+// tune_attention.py on an H200, 2026-11-29, bf16, TFLOP/s (causal second), row 5 against the
+// rows production took before (row 0; row 4 at D 64 up to 2048 keys) and torch's cuDNN backend:
+//   D 128: T 512 385 / 245 against 320 / 208 (cuDNN 529 / 340); T 4096 613 / 535 against
+//     386 / 353 (661 / 570); T 16384 548 / 556 against 451 / 441 (592 / 525); geomean over
+//     T 512-16384 461 against 346 (cuDNN 533);
+//   D 64: T 2048 364 / 297 against row 4's 344 / 291; T 16384 411 / 414 against row 0's
+//     363 / 354 (cuDNN 453 / 452); at T 1024 row 4 keeps 325 / 259 against 329 / 234, at
+//     T 512 296 / 214 against 258 / 166.
+// (docs/benchmarks.md, "The forward with a TMA producer and warpgroups taking turns".)
+// Backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
+// 112 / 115 (H200, 2026-11-26, tune_attention.py --quick, geomean TFLOP/s).
+constexpr int default_wgmma_forward_config(int d, int64_t tk) { return d == 64 && tk <= 1024 ? 4 : 5; }
 constexpr int default_wgmma_backward_config(int d) { return d == 64 ? 1 : 0; }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>

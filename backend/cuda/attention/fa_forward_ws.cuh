@@ -13,10 +13,12 @@
 //     gives up registers (setmaxnreg) so that the consumers can hold 64 x 128 score tiles;
 //   - warpgroups 0 and 1 each own 64 query rows. Neither waits for the other at a tile boundary
 //     (no __syncthreads after the set-up); they only take turns issuing products, through two
-//     named barriers: a turn issues O += P V of tile j - 1 and then S = Q K^T of tile j, then
-//     hands the turn over, and the warpgroup runs tile j's online softmax while the other's
-//     products run. So one warpgroup's softmax lies under the other's products instead of both
-//     softmaxes leaving the tensor cores idle at the same time.
+//     named barriers: a turn issues S = Q K^T of tile j and then O += P V of tile j - 1, then
+//     hands the turn over; the warpgroup runs tile j's online softmax as soon as its scores are
+//     in, while its own P V and the other warpgroup's products run. O is rescaled and the new
+//     P packed only after that P V is done (it reads P's registers and accumulates into O).
+//     So a warpgroup's softmax lies under products instead of both softmaxes leaving the tensor
+//     cores idle at the same time.
 // TMA writes and wgmma reads are both async-proxy accesses: no proxy fence between them.
 #pragma once
 
@@ -152,7 +154,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<T, D, 1>(o, pa[kk], smem_desc(v_addr + kk * 2048, BC * 128, 1024), 1);
   };
-  auto softmax = [&](int j) {  // tile j's mask and online softmax; O rescaled, P packed into pa
+  float alpha[2];
+  auto softmax = [&](int j) {  // tile j's mask and online softmax on the scores: P in s, alpha
     const int k0 = j * BC;
     const bool need_mask = k0 + BC > p.tk || (p.causal && k0 + BC - 1 > q0 + off);
     if (need_mask) {
@@ -173,7 +176,7 @@ __global__ void __launch_bounds__(384, 1)
       mx = quad_max(mx) * p.scale_log2;
       const float m_new = fmaxf(m_run[h], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(m_run[h] - m_use);
+      alpha[h] = exp2f(m_run[h] - m_use);
       m_run[h] = m_new;
       float sum = 0.f;
 #pragma unroll
@@ -182,13 +185,17 @@ __global__ void __launch_bounds__(384, 1)
         s[n * 4 + 2 * h + 1] = exp2f(fmaf(s[n * 4 + 2 * h + 1], p.scale_log2, -m_use));
         sum += s[n * 4 + 2 * h] + s[n * 4 + 2 * h + 1];
       }
-      l_run[h] = l_run[h] * alpha + sum;
+      l_run[h] = l_run[h] * alpha[h] + sum;
+    }
+  };
+  auto rescale_pack = [&]() {  // O *= alpha (no product in flight on it), P packed into pa
+#pragma unroll
+    for (int h = 0; h < 2; h++)
 #pragma unroll
       for (int n = 0; n < D / 8; n++) {
-        o[n * 4 + 2 * h] *= alpha;
-        o[n * 4 + 2 * h + 1] *= alpha;
+        o[n * 4 + 2 * h] *= alpha[h];
+        o[n * 4 + 2 * h + 1] *= alpha[h];
       }
-    }
     pack_a<T, BC>(pa, s);
   };
   auto await_tile = [&](int j) { mbar_wait(full0 + 8 * (j % STAGES), (j / STAGES) & 1); };
@@ -205,17 +212,21 @@ __global__ void __launch_bounds__(384, 1)
     named_arrive(other, 256);
     wgmma_wait<0>();
     softmax(0);
+    rescale_pack();
     for (int j = 1; j < n_kv; j++) {
       await_tile(j);
       named_sync(mine, 256);
       wgmma_fence();
-      pv((j - 1) % STAGES);
       scores(j % STAGES);
       wgmma_commit();
+      pv((j - 1) % STAGES);
+      wgmma_commit();
       named_arrive(other, 256);
+      wgmma_wait<1>();  // the scores (groups complete in order)
+      softmax(j);       // under this warpgroup's P V of tile j - 1 and the other's products
       wgmma_wait<0>();
       mbar_arrive(empty0 + 8 * ((j - 1) % STAGES));  // tile j - 1 read
-      softmax(j);
+      rescale_pack();
     }
     named_sync(mine, 256);
     wgmma_fence();
