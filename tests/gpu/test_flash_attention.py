@@ -9,6 +9,10 @@ mt_scaled_dot_product_attention, forward and backward, on the GPU.
   every generation    fa_v1, fa_v2, fa_v3, every tuned row and (on compute capability 9.0) every
                       row of the wgmma forward, chosen through the internal hook
                       mt_study_flash_config (not in abi/minitorch.h), on shapes with tails
+  rows without keys   the kernels alone (mt_study_flash_attention; the op sends this case to the
+                      composed path) on causal T > S, every generation and row: the first
+                      T - S rows give out = dq = 0 and lse = +inf exactly, the others match torch
+                      on those rows alone
   memory is O(T)      at T = 16384 (B = H = 1): bytes held after a recorded forward (mt_live_bytes)
                       and the pool's high-water mark over forward + backward, flash (bfloat16)
                       against the composed path (float32: its T x T f32 scores are 1 GiB)
@@ -52,6 +56,10 @@ STUDY = getattr(LIB, "mt_study_flash_config", None)
 if STUDY is not None:
     STUDY.restype = c_int64
     STUDY.argtypes = [c_int64, c_int64]
+RUN_STUDY = getattr(LIB, "mt_study_flash_attention", None)  # the kernels on raw device buffers
+if RUN_STUDY is not None:
+    RUN_STUDY.restype = c_int64
+    RUN_STUDY.argtypes = [c_void_p] * 9 + [c_int64] * 5 + [c_double, c_int64, c_int64]
 
 MT_OF = {}
 if torch is not None:
@@ -266,6 +274,47 @@ class FlashAttentionTest(unittest.TestCase):
         self.assertNotEqual(STUDY(5, max(n_wgmma, 3)), 0)
         self.assertNotEqual(STUDY(4, count), 0)
         self.assertNotEqual(STUDY(1, 1), 0)
+
+    @unittest.skipIf(STUDY is None or RUN_STUDY is None, "the library has no flash study hooks (CPU build?)")
+    def test_kernels_on_causal_rows_without_keys(self):
+        # causal with T > S: query i sees keys j <= i + S - T, so the first T - S rows see none.
+        # The op sends that case to the composed path (NaN there, as torch), but the kernels
+        # define it: out = 0 and lse = +inf for those rows, dq = 0, and CTAs that hold only such
+        # rows load no key tile. Driven through mt_study_flash_attention on torch's buffers for
+        # every generation and row; the other rows are compared with torch on those rows alone
+        # (the same alignment: i' = i - (T - S) sees j <= i').
+        choices = [(1, 0), (2, 0), (3, 0)] + [(4, c) for c in range(STUDY(-1, 0))] + \
+                  [(5, c) for c in range(STUDY(-2, 0))] + [(0, 0)]
+        B, H, T, S = 1, 2, 1000, 200
+        p = lambda t: c_void_p(t.data_ptr())  # noqa: E731
+        for n, D in enumerate((64, 128)):
+            g = torch.Generator().manual_seed(SEED * 7919 + 500 + n)
+            q, dout = [torch.randn(B, H, T, D, generator=g).to(torch.bfloat16) for _ in range(2)]
+            k, v = [torch.randn(B, H, S, D, generator=g).to(torch.bfloat16) for _ in range(2)]
+            ref, ref_grads = torch_reference(q[:, :, T - S:], k, v, True, None, dout[:, :, T - S:])
+            qc, kc, vc, dc = [x.cuda() for x in (q, k, v, dout)]
+            for gen, cfg in choices:
+                select(gen, cfg)
+                with self.subTest(generation=gen, config=cfg, D=D):
+                    out, dq = torch.full_like(qc, float("nan")), torch.full_like(qc, float("nan"))
+                    dk, dv = torch.full_like(kc, float("nan")), torch.full_like(kc, float("nan"))
+                    lse = torch.full((B, H, T), float("nan"), device="cuda")
+                    torch.cuda.synchronize()
+                    for backward in (0, 1):
+                        st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), B * H, T, S, D,
+                                       MT_BF16, c_double(0.0), 1, backward)
+                        self.assertEqual(st, 0, U.last_error())
+                        U.check(LIB.mt_synchronize(), "mt_synchronize")
+                    what = "gen %d cfg %d D=%d T=%d S=%d causal" % (gen, cfg, D, T, S)
+                    self.assertEqual(out[:, :, :T - S].abs().max().item(), 0.0, what + ": out of rows without keys")
+                    self.assertTrue(bool((lse[:, :, :T - S] == float("inf")).all()), what + ": lse of those rows")
+                    self.assertEqual(dq[:, :, :T - S].abs().max().item(), 0.0, what + ": dq of those rows")
+                    for name, a, b in (("out", out[:, :, T - S:], ref), ("dq", dq[:, :, T - S:], ref_grads[0]),
+                                       ("dk", dk, ref_grads[1]), ("dv", dv, ref_grads[2])):
+                        self.assertFalse(torch.isnan(a).any().item(), "%s: %s has NaN" % (what, name))
+                        e = rel(a, b)
+                        self.assertLess(e, TOL, "%s: %s rel err %.3g vs torch" % (what, name, e))
+        select(0)
 
     def test_memory_is_linear_in_T(self):
         T, D = 16384, 64
