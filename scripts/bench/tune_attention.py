@@ -15,6 +15,8 @@ Needs a GPU and torch (buffers are torch CUDA tensors; torch's SDPA output check
 configuration's forward: relative error < 1e-2 or the cell says FAIL). Kernels run through the
 internal hooks mt_study_flash_config / mt_study_flash_attention (flash_attention.cu); timing is
 the median over --reps repetitions of --iters launches, wall clock between mt_synchronize()s.
+The forward table ends with torch's SDPA restricted to its flash and to its cuDNN backend, timed
+the same way (torch.cuda.synchronize()), where torch has them.
 Shapes: B * T = 16384 tokens, H = 16, bf16; flops as workloads_attention.py counts them
 (forward 4 B H T^2 D; the backward alone 6 B H T^2 D, the forward+backward's 2.5x less the
 forward; causal halves both).
