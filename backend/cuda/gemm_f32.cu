@@ -319,6 +319,10 @@ bool applies(const MatmulArgs &g) {
 // with twice the splits). Neither changes a char-GPT product's tile: those with k <= 64 have
 // outputs under 2^22 (64 x 64 with 2 stages already), and their weight gradients store A as
 // (k, m), not B as (n, k).
+// The k <= 64 rule also holds at large outputs (gemm_study.py --shapes shortk, H200): from
+// 4096 x 4096 up it is the fastest of the three tiles or within 2.4% (8192 x 8192 x 64: 170-181
+// us against 178-191 for 64 x 128 and 128 x 128), and it gives up about 1 us of 16 at
+// 2048 x 2048 x 64 (docs/benchmarks.md, "The k <= 64 tile rule at large outputs").
 int pick_tile(const Context &c, const MatmulArgs &g) {
   const int v = g_gemm_variant.load(std::memory_order_relaxed);
   if (v >= 3) return v - 3;
