@@ -15,7 +15,7 @@
 //
 // defines: wgmma_fence, wgmma_commit, wgmma_wait, fence_proxy_async, smem_desc,
 //          wgmma_ss_n64/n128, wgmma_rs_n64/n128 (fa_wgmma_ops.inc), align1024, pack_a, sw128_off,
-//          load_tile_sw128, load_tile_sw128_by
+//          load_tile_sw128
 #pragma once
 
 #include "backend/cuda/attention/fa_common.cuh"
@@ -67,25 +67,19 @@ __device__ __forceinline__ int sw128_off(int row, int col) {
 }
 
 // Rows [r0, r0 + ROWS) of a row-major [len, W] matrix g into the panel tile s (rows past len
-// are zero-filled) by cp.async, NT threads (this one number tid of them), 16 bytes each per
-// step, a warp reading whole rows. Only issued: commit, wait, fence_proxy_async and a barrier
-// before wgmma reads s (or an mbarrier the copies arrive on, fa_forward_ws.cuh).
+// are zero-filled) by cp.async, NT threads, 16 bytes each per step, a warp reading whole rows.
+// Only issued: commit, wait, fence_proxy_async and a barrier before wgmma reads s.
 template <int ROWS, int W, int NT>
-__device__ __forceinline__ void load_tile_sw128_by(uint16_t *s, const uint16_t *g, int r0, int len, int tid) {
+__device__ __forceinline__ void load_tile_sw128(uint16_t *s, const uint16_t *g, int r0, int len) {
   constexpr int CPR = W / 8, TOTAL = ROWS * CPR;
 #pragma unroll
   for (int it = 0; it < (TOTAL + NT - 1) / NT; it++) {
-    const int i = tid + it * NT;
+    const int i = (int)threadIdx.x + it * NT;
     if (TOTAL % NT != 0 && i >= TOTAL) break;
     const int r = i / CPR, c = (i % CPR) * 8;
     const bool ok = r0 + r < len;
     cp_async16(s + sw128_off<ROWS>(r, c), g + (int64_t)(ok ? r0 + r : 0) * W + c, ok);
   }
-}
-// The same by the block's first NT threads.
-template <int ROWS, int W, int NT>
-__device__ __forceinline__ void load_tile_sw128(uint16_t *s, const uint16_t *g, int r0, int len) {
-  load_tile_sw128_by<ROWS, W, NT>(s, g, r0, len, (int)threadIdx.x);
 }
 
 }  // namespace fa
