@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 1), mbar_init(empty0 + 8 * s, 256);
+    fence_proxy_async();  // the initialized barriers visible to the async proxy (TMA's complete_tx)
   }
   __syncthreads();  // the barriers initialized; the last block-wide barrier of the kernel
 
