@@ -3,7 +3,8 @@
 // sm_90a).
 //
 // The function is fa_forward_wgmma.cuh's (FwdParams; output, lse, causal alignment, no-key
-// rows) and so is the math of a key tile; what differs is who waits for what:
+// rows) and so is the math of a key tile, through the same fwd_* pieces; what differs is who waits
+// for what:
 //   - warpgroup 2 is the producer: one of its threads copies Q and the key/value tiles into a
 //     ring of STAGES stages by TMA (cp.async.bulk.tensor, three tensor maps over (bh, t, d)
 //     made by the launcher, the 128-byte swizzle of fa_wgmma.cuh's panels; rows past the
@@ -95,13 +96,7 @@ __global__ void __launch_bounds__(384, 1)
   const int qtile = p.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
   const int q0 = qtile * BR;
   const int64_t bh = blockIdx.y;
-  const int off = p.tk - p.tq;
-
-  int n_kv = (p.tk + BC - 1) / BC;
-  if (p.causal) {
-    const int last_key = q0 + BR - 1 + off;
-    n_kv = min(n_kv, last_key < 0 ? 0 : last_key / BC + 1);
-  }
+  const int n_kv = fwd_key_tiles<BR, BC>(p, q0);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 1), mbar_init(empty0 + 8 * s, 256);
@@ -140,63 +135,12 @@ __global__ void __launch_bounds__(384, 1)
 
   const uint32_t q_addr = smem_u32(sQ) + wg * 64 * 128;  // this warpgroup's rows of panel 0
   const int mine = 1 + wg, other = 2 - wg;               // the named barriers of the turns
-  auto scores = [&](int st) {  // S = Q K^T of the tile in stage st, the head dim in k16 steps
-    const uint32_t k_addr = smem_u32(sK + st * S::tile);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint32_t step = (kk & 3) * 32;  // bytes into the panel's 128-byte rows
-      const uint64_t da = smem_desc(q_addr + (kk >> 2) * BR * 128 + step, 16, 1024);
-      const uint64_t db = smem_desc(k_addr + (kk >> 2) * BC * 128 + step, 16, 1024);
-      wgmma_ss<T, BC, 0>(s, da, db, kk > 0);
-    }
-  };
-  auto pv = [&](int st) {  // O += P V: P from pa, V N-major from stage st, 16 keys a step
-    const uint32_t v_addr = smem_u32(sV + st * S::tile);
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) wgmma_rs<T, D, 1>(o, pa[kk], smem_desc(v_addr + kk * 2048, BC * 128, 1024), 1);
-  };
+  auto scores = [&](int st) { fwd_scores<T, D, BC, BR>(s, q_addr, smem_u32(sK + st * S::tile)); };
+  auto pv = [&](int st) { fwd_pv<T, D, BC>(o, pa, smem_u32(sV + st * S::tile)); };
   float alpha[2];
-  auto softmax = [&](int j) {  // tile j's mask and online softmax on the scores: P in s, alpha
-    const int k0 = j * BC;
-    const bool need_mask = k0 + BC > p.tk || (p.causal && k0 + BC - 1 > q0 + off);
-    if (need_mask) {
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int row = row_base + g + (e >> 1) * 8;
-          const int col = k0 + n * 8 + 2 * t + (e & 1);
-          if (col >= p.tk || (p.causal && col > row + off)) s[n * 4 + e] = -INFINITY;
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++) mx = fmaxf(mx, fmaxf(s[n * 4 + 2 * h], s[n * 4 + 2 * h + 1]));
-      mx = quad_max(mx) * p.scale_log2;
-      const float m_new = fmaxf(m_run[h], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      alpha[h] = exp2f(m_run[h] - m_use);
-      m_run[h] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < BC / 8; n++) {
-        s[n * 4 + 2 * h] = exp2f(fmaf(s[n * 4 + 2 * h], p.scale_log2, -m_use));
-        s[n * 4 + 2 * h + 1] = exp2f(fmaf(s[n * 4 + 2 * h + 1], p.scale_log2, -m_use));
-        sum += s[n * 4 + 2 * h] + s[n * 4 + 2 * h + 1];
-      }
-      l_run[h] = l_run[h] * alpha[h] + sum;
-    }
-  };
+  auto softmax = [&](int j) { fwd_softmax<BC>(s, m_run, l_run, alpha, p, j * BC, q0, row_base, g, t); };
   auto rescale_pack = [&]() {  // O *= alpha (no product in flight on it), P packed into pa
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-#pragma unroll
-      for (int n = 0; n < D / 8; n++) {
-        o[n * 4 + 2 * h] *= alpha[h];
-        o[n * 4 + 2 * h + 1] *= alpha[h];
-      }
+    fwd_rescale<D>(o, alpha);
     pack_a<T, BC>(pa, s);
   };
   auto await_tile = [&](int j) { mbar_wait(full0 + 8 * (j % STAGES), (j / STAGES) & 1); };
@@ -237,21 +181,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();
   }
 
-  // epilogue: O / l, lse = (m + log2 l) ln 2
-  T *go = static_cast<T *>(p.o) + bh * p.tq * D;
-  float *glse = p.lse + bh * p.tq;
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const float l = quad_sum(l_run[h]);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = row_base + g + 8 * h;
-    if (row < p.tq) {
-#pragma unroll
-      for (int n = 0; n < D / 8; n++)
-        store2<T>(go + (int64_t)row * D + n * 8 + 2 * t, o[n * 4 + 2 * h] * inv, o[n * 4 + 2 * h + 1] * inv);
-      if (t == 0) glse[row] = l > 0.f ? (m_run[h] + log2f(l)) * kLn2 : INFINITY;
-    }
-  }
+  fwd_store<T, D>(p, bh, o, m_run, l_run, row_base, g, t);
 #endif
 }
 
