@@ -126,11 +126,8 @@ __global__ void __launch_bounds__(384, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
   const int row_base = q0 + wg * 64 + (warp & 3) * 16;  // the warp's first query row
   float o[D / 2], s[BC / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < BC / 2; i++) s[i] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float m_run[2], l_run[2];
+  fwd_start<D, BC>(o, s, m_run, l_run);
   uint32_t pa[BC / 16][4];
 
   const uint32_t q_addr = smem_u32(sQ) + wg * 64 * 128;  // this warpgroup's rows of panel 0
