@@ -35,9 +35,10 @@
 //     forward stages of a producer warpgroup (0: none))
 // Rows 3 and 4 run the forward with one warpgroup a CTA (BR 64), so that two or more CTAs
 // share an SM and one's softmax can run under another's products; their backward is the
-// production row's. Rows 5 and 6 run the forward of fa_forward_ws.cuh: a producer warpgroup
-// fills a ring of that many key/value stages by TMA and two consumer warpgroups (BR 128) take
-// turns on the tensor cores; their backward is the production row's too.
+// production row's. Rows 5 to 7 run the forward of fa_forward_ws.cuh: a producer warpgroup
+// fills a ring of that many key/value stages by TMA and the consumer warpgroups (two, BR 128;
+// three in row 7, BR 192) take turns on the tensor cores; their backward is the production
+// row's too.
 #define MT_FA_WGMMA_D64(X)        \
   X(0, 128, 2, 64, 2, 64, 2, 0)   \
   X(1, 128, 3, 128, 1, 128, 1, 0) \
@@ -45,7 +46,8 @@
   X(3, 128, 1, 128, 1, 128, 1, 0) \
   X(4, 64, 1, 128, 1, 128, 1, 0)  \
   X(5, 128, 2, 128, 1, 128, 1, 3) \
-  X(6, 128, 2, 128, 1, 128, 1, 2)
+  X(6, 128, 2, 128, 1, 128, 1, 2) \
+  X(7, 128, 3, 128, 1, 128, 1, 3)
 
 #define MT_FA_WGMMA_D128(X)    \
   X(0, 128, 2, 64, 2, 64, 2, 0) \
@@ -54,14 +56,15 @@
   X(3, 64, 1, 64, 2, 64, 2, 0)  \
   X(4, 128, 1, 64, 2, 64, 2, 0) \
   X(5, 128, 2, 64, 2, 64, 2, 3) \
-  X(6, 64, 2, 64, 2, 64, 2, 3)
+  X(6, 64, 2, 64, 2, 64, 2, 3)  \
+  X(7, 64, 3, 64, 2, 64, 2, 3)
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
 constexpr int kNumTunedConfigs = 4;  // rows of each tuned table above
-constexpr int kNumWgmmaConfigs = 7;  // rows of each wgmma table above
+constexpr int kNumWgmmaConfigs = 8;  // rows of each wgmma table above
 constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa_v5 (wgmma)
 
 // Production (generation 0): generation 4 with the rows tune_attention.py measured best
@@ -71,7 +74,8 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 constexpr int default_forward_config(int) { return 1; }
 // On a compute capability 9.0 device production is generation 5 (wgmma). Forward: row 5 (the
 // TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages) for both head dims,
-// except row 4 (BC 64, one warpgroup a CTA, four CTAs an SM) at D 64 up to 1024 keys.
+// except at D 64: row 7 (three consumer warpgroups, BR 192) without the causal mask from 1024
+// keys, row 4 (BC 64, one warpgroup a CTA, four CTAs an SM) otherwise up to 1024 keys.
 // tune_attention.py on an H200, 2026-11-29, bf16, TFLOP/s (causal second), row 5 against the
 // rows production took before (row 0; row 4 at D 64 up to 2048 keys) and torch's cuDNN backend:
 //   D 128: T 512 385 / 245 against 320 / 208 (cuDNN 529 / 340); T 4096 613 / 535 against
@@ -81,22 +85,29 @@ constexpr int default_forward_config(int) { return 1; }
 //     363 / 354 (cuDNN 453 / 452); at T 1024 row 4 keeps 325 / 259 against 329 / 234, at
 //     T 512 296 / 214 against 258 / 166.
 // (docs/benchmarks.md, "The forward with a TMA producer and warpgroups taking turns".)
+// Row 7 at D 64 without the mask, same tool and GPU, 2026-11-29, two runs: T 1024 339 / 339
+// against row 4's 327 / 324, T 2048 413 / 406 against row 5's 370 / 366, T 16384 457 / 454
+// against 412 / 409 (cuDNN 452-468). With the mask its 192-row tiles lose up to 2048 keys
+// (T 1024 207 against row 4's 261) and gain at most 3% above, so causal keeps rows 4 and 5.
+// (docs/benchmarks.md, "Three consumer warpgroups at D 64".)
 // Backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
 // 112 / 115 (H200, 2026-11-26, tune_attention.py --quick, geomean TFLOP/s).
-constexpr int default_wgmma_forward_config(int d, int64_t tk) { return d == 64 && tk <= 1024 ? 4 : 5; }
+constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
+  return d != 64 ? 5 : !causal && tk >= 1024 ? 7 : tk <= 1024 ? 4 : 5;
+}
 constexpr int default_wgmma_backward_config(int d) { return d == 64 ? 1 : 0; }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
 constexpr int kGenBackwardBR = D == 64 ? 64 : 32;
 
-// The generation and row a launch uses for head dim d and tk keys: the study selection
+// The generation and row a launch uses for head dim d, tk keys and the mask: the study selection
 // (mt_study_flash_config), or production when it is 0. Read by the launchers of
 // flash_forward.cu / flash_backward.cu.
 struct Selection {
   int generation;
   int config;
 };
-Selection selected(bool forward, int d, int64_t tk);
+Selection selected(bool forward, int d, int64_t tk, bool causal);
 
 }  // namespace fa
 }  // namespace cuda

@@ -30,10 +30,11 @@ namespace {
 std::atomic<int> g_generation{0}, g_config{0};  // the study selection; 0: production
 }  // namespace
 
-Selection selected(bool forward, int d, int64_t tk) {
+Selection selected(bool forward, int d, int64_t tk, bool causal) {
   const int gen = g_generation.load(std::memory_order_relaxed);
   if (gen != 0) return {gen, g_config.load(std::memory_order_relaxed)};
-  if (wgmma_available()) return {5, forward ? default_wgmma_forward_config(d, tk) : default_wgmma_backward_config(d)};
+  if (wgmma_available())
+    return {5, forward ? default_wgmma_forward_config(d, tk, causal) : default_wgmma_backward_config(d)};
   return {4, forward ? default_forward_config(d) : default_backward_config(d)};
 }
 }  // namespace fa
@@ -77,7 +78,7 @@ void flash_attention_forward(Context &c, void *o, float *lse, const void *q, con
     return;
   }
   fa::FwdParams p{o, lse, q, k, v, (int)tq, (int)tk, (float)(scale * 1.4426950408889634), causal ? 1 : 0};
-  fa::run_forward(c, p, bh, (int)d, dtype, fa::selected(true, (int)d, tk));
+  fa::run_forward(c, p, bh, (int)d, dtype, fa::selected(true, (int)d, tk, causal));
 }
 
 void flash_attention_backward(Context &c, void *dq, void *dk, void *dv, const void *q, const void *k, const void *v,
@@ -98,7 +99,7 @@ void flash_attention_backward(Context &c, void *dq, void *dk, void *dv, const vo
   MT_CHECK(lse != nullptr, INVALID_ARGUMENT, "cuda flash_attention backward: null lse");
   fa::BwdParams p{dq, dk, dv, nullptr, q, k, v, o, dout, lse, nullptr, (int)tq, (int)tk, (float)scale,
                   (float)(scale * 1.4426950408889634), causal ? 1 : 0};
-  fa::run_backward(c, p, bh, (int)d, dtype, fa::selected(false, (int)d, tk));
+  fa::run_backward(c, p, bh, (int)d, dtype, fa::selected(false, (int)d, tk, causal));
 }
 
 }  // namespace cuda

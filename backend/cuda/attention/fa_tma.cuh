@@ -1,0 +1,87 @@
+// fa_tma.cuh - what a producer-warpgroup kernel (fa_forward_ws.cuh) uses: mbarriers, TMA tile
+// loads and named barriers on the device; on the host, the tensor maps its launcher passes
+// (16-bit (bh, t, D) tensors in boxes of 64 columns, the 128-byte swizzle of fa_wgmma.cuh's
+// panels). sm_90a.
+#pragma once
+
+#include <cuda.h>          // CUtensorMap (the launcher gets the driver entry point at run time)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <type_traits>
+
+#include "backend/cuda/attention/fa_wgmma.cuh"
+#include "backend/cuda/context.h"
+
+namespace mt {
+namespace cuda {
+namespace fa {
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival on bar that also expects `bytes` more of asynchronous copies in this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// The box at (x, y, z) of tensor map m into shared memory at dst, completing on bar.
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *m, int x, int y, int z, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(m)), "r"(x), "r"(y), "r"(z), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Named barrier `id` of n threads: sync waits for it, arrive counts in without waiting.
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A tensor map over base as (bh, t, D) of 16-bit T, read in boxes of 64 columns by `rows` rows
+// into 128-byte-swizzled panels; rows past t read as zeros.
+template <class T, int D>
+inline CUtensorMap tensor_map(const void *base, int64_t bh, int64_t t, int rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  MT_CHECK(encode != nullptr, CUDA, "cuda flash_attention: the driver has no cuTensorMapEncodeTiled");
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)t, (cuuint64_t)bh};
+  const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)(t * D * 2)};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, elem[3] = {1, 1, 1};
+  const CUresult r = encode(&m, std::is_same<T, __nv_bfloat16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            3, const_cast<void *>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  MT_CHECK(r == CUDA_SUCCESS, CUDA, "cuda flash_attention: cuTensorMapEncodeTiled failed (%d) for bh %lld, t %lld, d %d",
+           (int)r, (long long)bh, (long long)t, D);
+  return m;
+}
+
+}  // namespace fa
+}  // namespace cuda
+}  // namespace mt
