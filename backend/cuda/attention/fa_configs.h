@@ -29,7 +29,7 @@
 
 // Generation 5 (fa_v5: Hopper's warpgroup MMA, fa_forward_wgmma.cuh and fa_backward_wgmma.cuh,
 // sm_90a only) runs row `config` of its head dim's table:
-//   X(index, forward BC, forward warpgroups (BR = 64 each),
+//   X(index, forward BC, forward warpgroups (BR = 64 each; with a producer, the consumers),
 //     backward key/value pass: query tile BR, warpgroups (BC = 64 keys each),
 //     backward dQ pass: key tile BC, warpgroups (BR = 64 queries each),
 //     forward stages of a producer warpgroup (0: none))
