@@ -18,6 +18,7 @@
 //   launch_pdl(_if, _wide), launch_pdl_smem_if   programmatic dependent launch (sm_90)
 //   FastDivmod                              32-bit division by a runtime constant
 //   cp_async16, cp_async4, cp_async_commit, cp_async_wait   asynchronous 16- and 4-byte copies global -> shared
+//   mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait   mbarriers in shared memory (sm_90)
 //   warp_sum / block_sum                    deterministic shuffle reductions
 //   quad_max / quad_sum                     over the 4 lanes of an mma C fragment's row
 //   grid_sum_finish                         a grid's sum finished by its last block (a ticket)
@@ -185,6 +186,32 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// ---- mbarriers -------------------------------------------------------------------------
+// A barrier is a shared-memory address (cvta to shared). mbar_wait spins until the phase of
+// `parity` (0 or 1) has completed; arrivals release and the wait acquires, so what a thread
+// wrote before it arrived is visible after the wait.
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival on bar that also expects `bytes` more of asynchronous copies in this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
 
 // ---- grid sizing ----------------------------------------------------------------------
 

@@ -197,17 +197,14 @@ struct ClusterPush {
   }
   __device__ __forceinline__ void init() const {
     if (threadIdx.x == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar)) : "memory");
+      mbar_init(smem_u32(bar), 1);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
   }
   __device__ __forceinline__ void exchange(A a, A b, A *pairs) {
     if (n > 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
     const unsigned mine = smem_u32(bar);
-    if (threadIdx.x == 0)
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mine),
-                   "r"((unsigned)(2 * sizeof(A)) * K)
-                   : "memory");
+    if (threadIdx.x == 0) mbar_arrive_expect_tx(mine, (unsigned)(2 * sizeof(A)) * K);
     if (threadIdx.x < K) {
       const unsigned dst = remote(smem_u32(pairs + 2 * rank), threadIdx.x), dbar = remote(mine, threadIdx.x);
       if constexpr (sizeof(A) == 4)
@@ -219,14 +216,7 @@ struct ClusterPush {
                      "d"(a), "d"(b), "r"(dbar)
                      : "memory");
     }
-    unsigned ok = 0;
-    do {
-      asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-          : "=r"(ok)
-          : "r"(mine), "r"(n & 1)
-          : "memory");
-    } while (!ok);
+    mbar_wait(mine, n & 1);
     ++n;
   }
   __device__ __forceinline__ void done() const { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }

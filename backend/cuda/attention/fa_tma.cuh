@@ -1,7 +1,7 @@
-// fa_tma.cuh - what a producer-warpgroup kernel (fa_forward_ws.cuh) uses: mbarriers, TMA tile
-// loads and named barriers on the device; on the host, the tensor maps its launcher passes
-// (16-bit (bh, t, D) tensors in boxes of 64 columns, the 128-byte swizzle of fa_wgmma.cuh's
-// panels). sm_90a.
+// fa_tma.cuh - what a producer-warpgroup kernel (fa_forward_ws.cuh) uses besides the mbarriers
+// of kernel_utils.cuh: TMA tile loads and named barriers on the device; on the host, the
+// tensor maps its launcher passes (16-bit (bh, t, D) tensors in boxes of 64 columns, the
+// 128-byte swizzle of fa_wgmma.cuh's panels). sm_90a.
 #pragma once
 
 #include <cuda.h>          // CUtensorMap (the launcher gets the driver entry point at run time)
@@ -15,16 +15,6 @@ namespace mt {
 namespace cuda {
 namespace fa {
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// An arrival on bar that also expects `bytes` more of asynchronous copies in this phase.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
 // The box at (x, y, z) of tensor map m into shared memory at dst, completing on bar.
 __device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *m, int x, int y, int z, uint32_t bar) {
   asm volatile(
@@ -32,16 +22,6 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *m, int
           smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(m)), "r"(x), "r"(y), "r"(z), "r"(bar)
       : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 // Named barrier `id` of n threads: sync waits for it, arrive counts in without waiting.
 __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
