@@ -23,16 +23,18 @@ def accs(n):
 
 
 def asm(n, rs, ptx, k, trans, indent):
-    """The asm statement of one wgmma; trans: a TRANS_B template operand (16-bit types only)."""
+    """The asm statement of one wgmma; trans: TRANS_B template operands, and TRANS_A with A in
+    shared memory (16-bit types only)."""
     nr, pad = n // 2, " " * indent
     if rs:  # operands after the accumulators: a[0..3], db, accumulate (, TRANS_B)
         args = "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1" % (nr, nr + 1, nr + 2, nr + 3, nr + 4)
         pred, operands = nr + 5, '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)'
         args += ", %%%d" % (nr + 6) if trans else ""
-    else:  # da, db, accumulate (, TRANS_B); A is K-major (imm-trans-a 0)
+    else:  # da, db, accumulate (, TRANS_A, TRANS_B)
         args = "%%%d, %%%d, p, 1, 1" % (nr, nr + 1)
         pred, operands = nr + 2, '"l"(da), "l"(db), "r"(accumulate)'
-        args += ", 0, %%%d" % (nr + 3) if trans else ""
+        args += ", %%%d, %%%d" % (nr + 3, nr + 4) if trans else ""
+        operands += ', "n"(TRANS_A)' if trans else ""
     operands += ', "n"(TRANS_B)' if trans else ""
     return [pad + "asm volatile(",
             pad + '    "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % pred,
@@ -57,8 +59,9 @@ def function(n, rs):
                    "int accumulate) {" % (n, nr))
     else:
         out.append("// D (64 x %d f32, %d per thread) = A * B (+ D when accumulate != 0); A (64 x 16) and B" % (n, nr))
-        out.append("// (16 x %d) in shared memory (descs da, db), A K-major, B K-major (TRANS_B 0) or N-major (1)." % n)
-        out.append("template <class T, int TRANS_B>")
+        out.append("// (16 x %d) in shared memory (descs da, db), A K-major (TRANS_A 0) or M-major (1), B K-major" % n)
+        out.append("// (TRANS_B 0) or N-major (1).")
+        out.append("template <class T, int TRANS_B, int TRANS_A = 0>")
         out.append("__device__ __forceinline__ void wgmma_ss_n%d(float (&d)[%d], uint64_t da, uint64_t db, "
                    "int accumulate) {" % (n, nr))
     for i, (ctype, ptx) in enumerate(TYPES):

@@ -12,6 +12,12 @@
 //     S = Q K^T, dP = dO V^T                  A = Q / dO (K-major), B = K / V (K-major)
 //     dS = P (dP - dvec), dQ += dS K          A = dS (registers), B = K (N-major)
 // dK and dQ are scaled by the softmax scale at the end.
+//
+// With FUSED_DQ (a row whose dQ key tile is 0) there is no dQ pass: the key/value pass also
+// stores dS^T to shared memory and adds its keys' share of dQ to an f32 accumulator,
+//     dQ_acc += dS K                          A = dS (M-major: dS^T's rows are keys), B = K (N-major)
+// by float2 atomics; flash_bwd_dq_convert_kernel scales and converts it. That saves the dQ
+// pass's S and dP (2 of the 7 products) for (Tk / BC) adds of every dQ element in L2.
 #pragma once
 
 #include "backend/cuda/attention/fa_backward.cuh"
@@ -21,13 +27,19 @@ namespace mt {
 namespace cuda {
 namespace fa {
 
-template <int D, int BR, int NWG>
+template <int D, int BR, int NWG, bool FUSED_DQ = false>
 struct WgmmaBwdKvShape {
   static constexpr int bc = 64 * NWG;
   static constexpr int threads = 128 * NWG;
-  // K, V; two stages of Q and dO; two stages of lse and dvec (f32); 1024 bytes of alignment
-  static constexpr int smem_bytes = (2 * bc * D + 4 * BR * D) * 2 + 4 * BR * 4 + 1024;
+  // K, V; two stages of Q and dO; dS^T (FUSED_DQ); two stages of lse and dvec (f32); 1024 bytes
+  // of alignment
+  static constexpr int smem_bytes = (2 * bc * D + 4 * BR * D + (FUSED_DQ ? bc * BR : 0)) * 2 + 4 * BR * 4 + 1024;
   static_assert(BR == 64 || BR == 128, "query tile 64 or 128");
+  // FUSED_DQ: dQ's (BR / 64) x (D / 64) blocks of 64 x 64, dealt round the warpgroups; each
+  // accumulates in the registers of S^T and dP^T (BR floats a thread), free by then.
+  static constexpr int dq_blocks = (BR / 64) * (D / 64);
+  static constexpr int dq_per_wg = (dq_blocks + NWG - 1) / NWG;
+  static_assert(dq_per_wg * 32 <= BR, "dQ blocks fit in the registers of S^T and dP^T");
 };
 
 template <int D, int BC, int NWG>
@@ -59,17 +71,25 @@ __device__ __forceinline__ void wgmma_regs_by_panel(float (&acc)[D / 2], const u
   for (int kk = 0; kk < K / 16; kk++) wgmma_rs<T, D, 1>(acc, a[kk], smem_desc(b_addr + kk * 2048, K * 128, 1024), 1);
 }
 
-template <class T, int D, int BR, int NWG>
+// The f32 registers of S^T (s) and dP^T (dp), BR / 2 each, as 64 x 64 accumulator j.
+template <int BR>
+__device__ __forceinline__ float (&dq_block(float (&s)[BR / 2], float (&dp)[BR / 2], int j))[32] {
+  float *base = j * 32 < BR / 2 ? s + j * 32 : dp + (j * 32 - BR / 2);
+  return *reinterpret_cast<float(*)[32]>(base);
+}
+
+template <class T, int D, int BR, int NWG, bool FUSED_DQ = false>
 __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = WgmmaBwdKvShape<D, BR, NWG>;
+  using S = WgmmaBwdKvShape<D, BR, NWG, FUSED_DQ>;
   constexpr int BC = S::bc, NT = S::threads;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   uint16_t *sK = reinterpret_cast<uint16_t *>(align1024(smem_raw));  // BC x D
   uint16_t *sV = sK + BC * D;                                         // BC x D
   uint16_t *sQ = sV + BC * D;                                         // 2 x (BR x D)
   uint16_t *sdO = sQ + 2 * BR * D;                                    // 2 x (BR x D)
-  float *sL = reinterpret_cast<float *>(sdO + 2 * BR * D);            // 2 x BR: lse * log2(e)
+  uint16_t *sdS = sdO + 2 * BR * D;                                   // BC x BR: dS^T (FUSED_DQ)
+  float *sL = reinterpret_cast<float *>(sdS + (FUSED_DQ ? BC * BR : 0));  // 2 x BR: lse * log2(e)
   float *sD = sL + 2 * BR;                                            // 2 x BR: dvec
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -150,11 +170,62 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
     uint32_t pa[BR / 16][4], da[BR / 16][4];
     pack_a<T, BR>(pa, s);
     pack_a<T, BR>(da, dp);
+    if constexpr (FUSED_DQ) {
+      // dS^T (the warp's 16 keys x BR queries) into the panel tile of BC rows: fragment word
+      // w of step kk holds row g + 8 (w & 1), columns 16 kk + 8 (w >> 1) + 2 t and the next
+      const int row = key_base - k0 + g;
+#pragma unroll
+      for (int kk = 0; kk < BR / 16; kk++)
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+          *reinterpret_cast<uint32_t *>(sdS + sw128_off<BC>(row + 8 * (w & 1), 16 * kk + 8 * (w >> 1) + 2 * t)) =
+              da[kk][w];
+      fence_proxy_async();
+      __syncthreads();  // every warpgroup's dS^T written before any reads it
+    }
     wgmma_fence();
     wgmma_regs_by_panel<T, D, BR>(dv, pa, do_addr);
     wgmma_regs_by_panel<T, D, BR>(dk, da, q_addr);
+    if constexpr (FUSED_DQ) {
+      // dQ block b = (query rows 64 mi.., head columns 64 nj..) += dS K over the CTA's BC keys:
+      // A from dS^T's panel mi (M-major, 16 keys a step = 2048 bytes), B from K's panel nj
+      const uint32_t ds_addr = smem_u32(sdS), kt_addr = smem_u32(sK);
+#pragma unroll
+      for (int j = 0; j < S::dq_per_wg; j++) {
+        const int b = wg + NWG * j;
+        if (S::dq_blocks % NWG == 0 || b < S::dq_blocks) {
+          const int mi = b / (D / 64), nj = b % (D / 64);
+          float(&acc)[32] = dq_block<BR>(s, dp, j);
+#pragma unroll
+          for (int kk = 0; kk < BC / 16; kk++)
+            wgmma_ss<T, 64, 1, 1>(acc, smem_desc(ds_addr + mi * BC * 128 + kk * 2048, BC * 128, 1024),
+                                  smem_desc(kt_addr + nj * BC * 128 + kk * 2048, BC * 128, 1024), kk > 0);
+        }
+      }
+    }
     wgmma_commit();
     wgmma_wait<0>();
+    if constexpr (FUSED_DQ) {
+      float *gacc = p.dq_acc + bh * p.tq * D;
+#pragma unroll
+      for (int j = 0; j < S::dq_per_wg; j++) {
+        const int b = wg + NWG * j;
+        if (S::dq_blocks % NWG == 0 || b < S::dq_blocks) {
+          const int mi = b / (D / 64), nj = b % (D / 64);
+          const float(&acc)[32] = dq_block<BR>(s, dp, j);
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int q = q0 + mi * 64 + (warp & 3) * 16 + g + 8 * h;
+            if (q < p.tq) {
+#pragma unroll
+              for (int n = 0; n < 8; n++)
+                atomicAdd(reinterpret_cast<float2 *>(gacc + (int64_t)q * D + nj * 64 + n * 8 + 2 * t),
+                          make_float2(acc[n * 4 + 2 * h], acc[n * 4 + 2 * h + 1]));
+            }
+          }
+        }
+      }
+    }
   }
   cp_async_wait<0>();
 

@@ -32,10 +32,10 @@ struct WgmmaFwdShape {
   static_assert(BC == 64 || BC == 128, "key tile 64 or 128");
 };
 
-template <class T, int N, int TR>
+template <class T, int N, int TR, int TA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int acc) {
-  if constexpr (N == 64) wgmma_ss_n64<T, TR>(d, da, db, acc);
-  else wgmma_ss_n128<T, TR>(d, da, db, acc);
+  if constexpr (N == 64) wgmma_ss_n64<T, TR, TA>(d, da, db, acc);
+  else wgmma_ss_n128<T, TR, TA>(d, da, db, acc);
 }
 template <class T, int N, int TR>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int acc) {
