@@ -16,30 +16,41 @@
 // With FUSED_DQ (a row whose dQ key tile is 0) there is no dQ pass: the key/value pass also
 // stores dS^T to shared memory and adds its keys' share of dQ to an f32 accumulator,
 //     dQ_acc += dS K                          A = dS (M-major: dS^T's rows are keys), B = K (N-major)
-// by float2 atomics; flash_bwd_dq_convert_kernel scales and converts it. That saves the dQ
-// pass's S and dP (2 of the 7 products) for (Tk / BC) adds of every dQ element in L2.
+// by float2 atomics from the registers (kDqAtomic) or by bulk reductions of whole rows staged
+// in shared memory (kDqBulk); flash_bwd_dq_convert_kernel scales and converts it. That saves
+// the dQ pass's S and dP (2 of the 7 products) for (Tk / BC) adds of every dQ element in L2.
 #pragma once
 
 #include "backend/cuda/attention/fa_backward.cuh"
 #include "backend/cuda/attention/fa_forward_wgmma.cuh"
+#include "backend/cuda/attention/fa_tma.cuh"
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
-template <int D, int BR, int NWG, bool FUSED_DQ = false>
+// How the key/value pass adds dQ (FUSED_DQ): not at all (the dQ pass does), by atomics, by bulk
+// reductions.
+enum DqAdd { kDqPass = 0, kDqAtomic = 1, kDqBulk = 2 };
+
+template <int D, int BR, int NWG, int FUSED_DQ = kDqPass>
 struct WgmmaBwdKvShape {
   static constexpr int bc = 64 * NWG;
   static constexpr int threads = 128 * NWG;
-  // K, V; two stages of Q and dO; dS^T (FUSED_DQ); two stages of lse and dvec (f32); 1024 bytes
-  // of alignment
-  static constexpr int smem_bytes = (2 * bc * D + 4 * BR * D + (FUSED_DQ ? bc * BR : 0)) * 2 + 4 * BR * 4 + 1024;
-  static_assert(BR == 64 || BR == 128, "query tile 64 or 128");
   // FUSED_DQ: dQ's (BR / 64) x (D / 64) blocks of 64 x 64, dealt round the warpgroups; each
   // accumulates in the registers of S^T and dP^T (BR floats a thread), free by then.
   static constexpr int dq_blocks = (BR / 64) * (D / 64);
   static constexpr int dq_per_wg = (dq_blocks + NWG - 1) / NWG;
   static_assert(dq_per_wg * 32 <= BR, "dQ blocks fit in the registers of S^T and dP^T");
+  // kDqBulk stages a warpgroup's blocks as rows of 64 f32, kStageRow floats apart (16 bytes of
+  // padding spread the rows of a warp's float2 stores over the banks)
+  static constexpr int kStageRow = 68;
+  static constexpr int stage_floats = FUSED_DQ == kDqBulk ? NWG * dq_per_wg * 64 * kStageRow : 0;
+  // K, V; two stages of Q and dO; dS^T (FUSED_DQ); two stages of lse and dvec (f32); the dQ
+  // staging (kDqBulk); 1024 bytes of alignment
+  static constexpr int smem_bytes =
+      (2 * bc * D + 4 * BR * D + (FUSED_DQ ? bc * BR : 0)) * 2 + 4 * BR * 4 + stage_floats * 4 + 1024;
+  static_assert(BR == 64 || BR == 128, "query tile 64 or 128");
 };
 
 template <int D, int BC, int NWG>
@@ -78,7 +89,7 @@ __device__ __forceinline__ float (&dq_block(float (&s)[BR / 2], float (&dp)[BR /
   return *reinterpret_cast<float(*)[32]>(base);
 }
 
-template <class T, int D, int BR, int NWG, bool FUSED_DQ = false>
+template <class T, int D, int BR, int NWG, int FUSED_DQ = kDqPass>
 __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = WgmmaBwdKvShape<D, BR, NWG, FUSED_DQ>;
@@ -91,6 +102,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
   uint16_t *sdS = sdO + 2 * BR * D;                                   // BC x BR: dS^T (FUSED_DQ)
   float *sL = reinterpret_cast<float *>(sdS + (FUSED_DQ ? BC * BR : 0));  // 2 x BR: lse * log2(e)
   float *sD = sL + 2 * BR;                                            // 2 x BR: dvec
+  float *sStage = sD + 2 * BR;  // kDqBulk: NWG x dq_per_wg x (64 x kStageRow) f32 (16-aligned)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int wg = warp >> 2;
@@ -205,7 +217,43 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
     }
     wgmma_commit();
     wgmma_wait<0>();
-    if constexpr (FUSED_DQ) {
+    if constexpr (FUSED_DQ == kDqBulk) {
+      // The warpgroup's blocks into its staging rows, then a row of 64 f32 (256 bytes) a thread
+      // of the first 64 reduced into dQ_acc. The staging is written again only after this
+      // thread's reductions of the last tile have read it and the warpgroup has met.
+      float *stage = sStage + wg * S::dq_per_wg * 64 * S::kStageRow;
+      const int lt = threadIdx.x & 127;
+      bulk_wait<0, true>();
+      named_sync(1 + wg, 128);
+#pragma unroll
+      for (int j = 0; j < S::dq_per_wg; j++) {
+        if (S::dq_blocks % NWG == 0 || wg + NWG * j < S::dq_blocks) {
+          const float(&acc)[32] = dq_block<BR>(s, dp, j);
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            float *row = stage + (j * 64 + (warp & 3) * 16 + g + 8 * h) * S::kStageRow;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+              *reinterpret_cast<float2 *>(row + n * 8 + 2 * t) = make_float2(acc[n * 4 + 2 * h], acc[n * 4 + 2 * h + 1]);
+          }
+        }
+      }
+      fence_proxy_async();
+      named_sync(1 + wg, 128);
+      if (lt < 64) {
+        float *gacc = p.dq_acc + bh * p.tq * D;
+#pragma unroll
+        for (int j = 0; j < S::dq_per_wg; j++) {
+          const int b = wg + NWG * j;
+          const int q = q0 + (b / (D / 64)) * 64 + lt;
+          if ((S::dq_blocks % NWG == 0 || b < S::dq_blocks) && q < p.tq)
+            bulk_reduce_add_f32(gacc + (int64_t)q * D + (b % (D / 64)) * 64, stage + (j * 64 + lt) * S::kStageRow,
+                                256);
+        }
+        bulk_commit();
+      }
+    }
+    if constexpr (FUSED_DQ == kDqAtomic) {
       float *gacc = p.dq_acc + bh * p.tq * D;
 #pragma unroll
       for (int j = 0; j < S::dq_per_wg; j++) {
@@ -228,6 +276,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
     }
   }
   cp_async_wait<0>();
+  if constexpr (FUSED_DQ == kDqBulk) bulk_wait<0, false>();
 
   T *gdk = static_cast<T *>(p.dk) + bh * p.tk * D;
   T *gdv = static_cast<T *>(p.dv) + bh * p.tk * D;

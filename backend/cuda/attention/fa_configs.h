@@ -38,8 +38,10 @@
 // production row's. Rows 5 to 7 run the forward of fa_forward_ws.cuh: a producer warpgroup
 // fills a ring of that many key/value stages by TMA and the consumer warpgroups (two, BR 128;
 // three in row 7, BR 192) take turns on the tensor cores; their backward is the production
-// row's too. Rows 8 and 9 have no dQ pass (dQ key tile 0): the key/value pass adds dQ by
-// atomics (FUSED_DQ in fa_backward_wgmma.cuh); their forward is production's above 1024 keys.
+// row's too. Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
+// itself (FUSED_DQ in fa_backward_wgmma.cuh), by atomics where the dQ warpgroups column is 1
+// (kDqAtomic) and by bulk reductions where it is 2 (kDqBulk). Their forward is production's
+// above 1024 keys.
 #define MT_FA_WGMMA_D64(X)        \
   X(0, 128, 2, 64, 2, 64, 2, 0)   \
   X(1, 128, 3, 128, 1, 128, 1, 0) \
@@ -49,8 +51,10 @@
   X(5, 128, 2, 128, 1, 128, 1, 3) \
   X(6, 128, 2, 128, 1, 128, 1, 2) \
   X(7, 128, 3, 128, 1, 128, 1, 3) \
-  X(8, 128, 3, 128, 1, 0, 0, 3)   \
-  X(9, 128, 3, 128, 2, 0, 0, 3)
+  X(8, 128, 3, 128, 1, 0, 1, 3)   \
+  X(9, 128, 3, 128, 2, 0, 1, 3)   \
+  X(10, 128, 3, 128, 2, 0, 2, 3)  \
+  X(11, 128, 3, 128, 1, 0, 2, 3)
 
 #define MT_FA_WGMMA_D128(X)    \
   X(0, 128, 2, 64, 2, 64, 2, 0) \
@@ -61,15 +65,17 @@
   X(5, 128, 2, 64, 2, 64, 2, 3) \
   X(6, 64, 2, 64, 2, 64, 2, 3)  \
   X(7, 64, 3, 64, 2, 64, 2, 3)  \
-  X(8, 128, 2, 64, 2, 0, 0, 3)  \
-  X(9, 128, 2, 64, 1, 0, 0, 3)
+  X(8, 128, 2, 64, 2, 0, 1, 3)  \
+  X(9, 128, 2, 64, 1, 0, 1, 3)  \
+  X(10, 128, 2, 64, 2, 0, 2, 3) \
+  X(11, 128, 2, 64, 1, 0, 2, 3)
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
 constexpr int kNumTunedConfigs = 4;  // rows of each tuned table above
-constexpr int kNumWgmmaConfigs = 10;  // rows of each wgmma table above
+constexpr int kNumWgmmaConfigs = 12;  // rows of each wgmma table above
 constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa_v5 (wgmma)
 
 // Production (generation 0): generation 4 with the rows tune_attention.py measured best

@@ -1,7 +1,7 @@
 // fa_tma.cuh - what a producer-warpgroup kernel (fa_forward_ws.cuh) uses besides the mbarriers
-// of kernel_utils.cuh: TMA tile loads and named barriers on the device; on the host, the
-// tensor maps its launcher passes (16-bit (bh, t, D) tensors in boxes of 64 columns, the
-// 128-byte swizzle of fa_wgmma.cuh's panels). sm_90a.
+// of kernel_utils.cuh: TMA tile loads, bulk reductions (the fused-dQ backward) and named
+// barriers on the device; on the host, the tensor maps its launcher passes (16-bit (bh, t, D)
+// tensors in boxes of 64 columns, the 128-byte swizzle of fa_wgmma.cuh's panels). sm_90a.
 #pragma once
 
 #include <cuda.h>          // CUtensorMap (the launcher gets the driver entry point at run time)
@@ -27,6 +27,22 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *m, int
 __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id, int n) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+// Bulk reductions (the async proxy): global[dst .. + bytes) += shared[src ..) as f32, both
+// 16-byte aligned, bytes a multiple of 16; a thread's reductions complete in its bulk groups.
+__device__ __forceinline__ void bulk_reduce_add_f32(float *dst, const float *src, int bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of the thread's bulk groups are pending: READ, until their sources have
+// been read (the shared memory may be written again); else until they have completed.
+template <int N, bool READ>
+__device__ __forceinline__ void bulk_wait() {
+  if constexpr (READ) asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+  else asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda).

@@ -1,6 +1,6 @@
 // flash_backward_wgmma.cu - instantiates and launches the Hopper backward (fa_backward_wgmma.cuh,
 // generation 5): rowsum(dO * O), the key/value pass, the dQ pass (or, for a row whose dQ key
-// tile is 0, the key/value pass with dQ by atomics and the conversion of dQ). Built for sm_90a
+// tile is 0, the key/value pass adding dQ itself and the conversion of dQ). Built for sm_90a
 // alone, as flash_forward_wgmma.cu.
 #include "backend/cuda/attention/fa_backward_wgmma.cuh"
 #include "backend/cuda/attention/fa_launch.h"
@@ -12,7 +12,7 @@ namespace {
 
 template <class T, int D, int KV_BR, int KV_NWG, int DQ_BC, int DQ_NWG>
 void launch(Context &c, BwdParams p, int64_t bh) {
-  constexpr bool fused = DQ_BC == 0;
+  constexpr int fused = DQ_BC == 0 ? DQ_NWG : kDqPass;  // a dQ key tile of 0: the kind of FUSED_DQ
   const int64_t rows = bh * p.tq;
   PoolBuffer dvec(rows * 4);
   PoolBuffer acc(fused ? rows * D * 4 : 0);
