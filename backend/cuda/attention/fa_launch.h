@@ -2,7 +2,7 @@
 // files that instantiate the kernels (flash_forward.cu, flash_backward.cu).
 //
 // defines: run_forward, run_forward_wgmma, wgmma_available, run_backward, smem_opt_in,
-//          WgmmaRow, dispatch_wgmma
+//          launch_dq_convert, WgmmaRow, dispatch_wgmma
 #pragma once
 
 #include "backend/cuda/attention/fa_backward.cuh"
@@ -64,6 +64,14 @@ template <class Kernel>
 void smem_opt_in(Kernel kernel, int bytes) {
   if (bytes <= 48 * 1024) return;
   MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+// dQ = scale * dQ_acc over n elements, the last step of a backward whose key/value pass adds dQ
+// (flash_backward.cu's atomic rows, flash_backward_wgmma.cu's fused ones).
+template <class T>
+void launch_dq_convert(Context &c, const BwdParams &p, int64_t n) {
+  flash_bwd_dq_convert_kernel<T><<<grid_1d(n / 2, 256), 256, 0, c.stream>>>(static_cast<T *>(p.dq), p.dq_acc, n, p.scale);
+  MT_CUDA_CHECK_LAUNCH("flash_attention backward (dQ conversion)");
 }
 
 }  // namespace fa

@@ -36,10 +36,7 @@ void launch(Context &c, BwdParams p, int64_t bh) {
   MT_CUDA_CHECK_LAUNCH("flash_attention backward (dK, dV)");
 
   if constexpr (ATOMIC) {
-    const int64_t n = rows * D;
-    flash_bwd_dq_convert_kernel<T><<<grid_1d(n / 2, 256), 256, 0, c.stream>>>(static_cast<T *>(p.dq), p.dq_acc, n,
-                                                                               p.scale);
-    MT_CUDA_CHECK_LAUNCH("flash_attention backward (dQ conversion)");
+    launch_dq_convert<T>(c, p, rows * D);
   } else {
     // the dQ pass: 16 query rows per warp (BC of the kv kernel), key tiles of BR
     using Q = BwdDqShape<D, BC, BR, NW, P>;

@@ -33,10 +33,7 @@ void launch(Context &c, BwdParams p, int64_t bh) {
   MT_CUDA_CHECK_LAUNCH("flash_attention backward (dK, dV; wgmma)");
 
   if constexpr (fused) {
-    const int64_t n = rows * D;
-    flash_bwd_dq_convert_kernel<T><<<grid_1d(n / 2, 256), 256, 0, c.stream>>>(static_cast<T *>(p.dq), p.dq_acc, n,
-                                                                             p.scale);
-    MT_CUDA_CHECK_LAUNCH("flash_attention backward (dQ conversion)");
+    launch_dq_convert<T>(c, p, rows * D);
   } else {
     using Q = WgmmaBwdDqShape<D, DQ_BC, DQ_NWG>;
     auto dq = flash_bwd_dq_wgmma_kernel<T, D, DQ_BC, DQ_NWG>;
