@@ -42,9 +42,9 @@ struct WgmmaBwdKvShape {
   static constexpr int dq_blocks = (BR / 64) * (D / 64);
   static constexpr int dq_per_wg = (dq_blocks + NWG - 1) / NWG;
   static_assert(dq_per_wg * 32 <= BR, "dQ blocks fit in the registers of S^T and dP^T");
-  // kDqBulk stages a warpgroup's blocks as rows of 64 f32, kStageRow floats apart (16 bytes of
-  // padding spread the rows of a warp's float2 stores over the banks)
-  static constexpr int kStageRow = 68;
+  // kDqBulk stages a warpgroup's blocks as rows of 64 f32, kStageRow floats apart: with 8 floats
+  // of padding the half-warp of a float2 store (rows g 0..3 of 8 lanes) covers the 32 banks once
+  static constexpr int kStageRow = 72;
   static constexpr int stage_floats = FUSED_DQ == kDqBulk ? NWG * dq_per_wg * 64 * kStageRow : 0;
   // K, V; two stages of Q and dO; dS^T (FUSED_DQ); two stages of lse and dvec (f32); the dQ
   // staging (kDqBulk); 1024 bytes of alignment
