@@ -360,6 +360,8 @@ MT_API mt_status mt_tensor_detach(mt_tensor **out, mt_tensor *t) {
 
 MT_API int64_t mt_set_allow_tf32(int64_t allow) { return set_allow_tf32(allow != 0) ? 1 : 0; }
 
+MT_API int64_t mt_set_deterministic(int64_t on) { return set_deterministic(on != 0) ? 1 : 0; }
+
 MT_API int64_t mt_set_grad_enabled(int64_t enabled) { return set_grad_enabled(enabled != 0) ? 1 : 0; }
 MT_API int64_t mt_is_grad_enabled(void) { return grad_enabled() ? 1 : 0; }
 

@@ -24,6 +24,12 @@ const char *dtype_name(DType d);      // "float32", ...
 bool dtype_is_float(DType d);         // F32 F64 F16 BF16
 const char *device_name_short(Device d);  // "cpu" / "cuda"
 
+// Process-wide (mt_set_deterministic): when on, a backend gives up kernels whose float sums
+// run in an order that varies between runs (atomics, algorithms picked for speed alone), so
+// the same inputs give the same bits every run. Off by default, as in torch.
+bool deterministic();
+bool set_deterministic(bool on);  // returns the previous setting
+
 constexpr int kMaxDims = 8;
 
 // Elementwise ops of one input. s is the scalar operand where the op has one.

@@ -1,4 +1,5 @@
 // common.cpp - what both backends share: dtype tables, errors, backend lookup.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +71,12 @@ bool dtype_is_float(DType d) {
 }
 
 const char *device_name_short(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
+
+namespace {
+std::atomic<bool> g_deterministic{false};
+}  // namespace
+bool deterministic() { return g_deterministic.load(std::memory_order_relaxed); }
+bool set_deterministic(bool on) { return g_deterministic.exchange(on); }
 
 void matmul_extras(Backend &be, const MatmulArgs &g) {
   if (!g.bias && !g.a_sums) return;

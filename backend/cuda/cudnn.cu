@@ -80,13 +80,14 @@ bool inaccurate(cudnnConvolutionBwdFilterAlgo_t a, bool big) {
 }
 
 // Picks the first result that succeeded, runs in plain float32, fits the limit and keeps
-// float32's accuracy (big: a filter side above 3).
+// float32's accuracy (big: a filter side above 3); with det (mt_set_deterministic), only an
+// algorithm cuDNN reports as giving the same bits every run.
 template <class Perf>
-bool pick(const Perf *perf, int count, bool big, Perf &out) {
+bool pick(const Perf *perf, int count, bool big, bool det, Perf &out) {
   for (int i = 0; i < count; i++)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace &&
         (perf[i].mathType == CUDNN_FMA_MATH || perf[i].mathType == CUDNN_DEFAULT_MATH) &&
-        !inaccurate(perf[i].algo, big)) {
+        !inaccurate(perf[i].algo, big) && (!det || perf[i].determinism == CUDNN_DETERMINISTIC)) {
       out = perf[i];
       return true;
     }
@@ -111,10 +112,12 @@ int as_int(int64_t v, const char *what) {
 // The plan of a shape, made (descriptors and the three algorithm choices) on first use.
 const Plan &plan_for(Context &c, const Conv2dArgs &a) {
   MT_CHECK(a.dtype == DType::F32, DTYPE, "cuDNN conv2d: float32 only, got %s", dtype_name(a.dtype));
-  using Key = std::array<int64_t, 13>;
+  const bool det = deterministic();  // a plan per setting: its algorithms depend on it
+  using Key = std::array<int64_t, 14>;
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<Plan>> *plans = new std::map<Key, std::unique_ptr<Plan>>();
-  const Key key = {a.n, a.c, a.h, a.w, a.k, a.r, a.s, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.dil_h, a.dil_w};
+  const Key key = {a.n, a.c, a.h, a.w, a.k, a.r, a.s, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.dil_h, a.dil_w,
+                   det ? 1 : 0};
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans->find(key);
   if (it != plans->end()) return *it->second;
@@ -155,31 +158,34 @@ const Plan &plan_for(Context &c, const Conv2dArgs &a) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], f{};
   MT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                         &n, fwd));
-  MT_CHECK(pick(fwd, n, big, f), UNSUPPORTED, "cuDNN conv2d: no float32 forward algorithm for this shape");
+  MT_CHECK(pick(fwd, n, big, det, f), UNSUPPORTED, "cuDNN conv2d: no float32 forward algorithm%s for this shape",
+           det ? " that is deterministic" : "");
   cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT], d{};
   MT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x,
                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, data));
-  MT_CHECK(pick(data, n, big, d), UNSUPPORTED, "cuDNN conv2d: no float32 backward-data algorithm for this shape");
+  MT_CHECK(pick(data, n, big, det, d), UNSUPPORTED, "cuDNN conv2d: no float32 backward-data algorithm%s for this shape",
+           det ? " that is deterministic" : "");
   cudnnConvolutionBwdFilterAlgoPerf_t filt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], w{};
   MT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, filt));
-  MT_CHECK(pick(filt, n, big, w), UNSUPPORTED, "cuDNN conv2d: no float32 backward-filter algorithm for this shape");
+  MT_CHECK(pick(filt, n, big, det, w), UNSUPPORTED, "cuDNN conv2d: no float32 backward-filter algorithm%s for this shape",
+           det ? " that is deterministic" : "");
   if (!c.capturing()) {  // measure: each Find's list is sorted by time, so pick takes the fastest
     cudnnConvolutionFwdAlgoPerf_t mf{};
     cudnnConvolutionBwdDataAlgoPerf_t md{};
     cudnnConvolutionBwdFilterAlgoPerf_t mw{};
     if (cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
                                              fwd) == CUDNN_STATUS_SUCCESS &&
-        pick(fwd, n, big, mf))
+        pick(fwd, n, big, det, mf))
       f = mf;
     if (cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                   &n, data) == CUDNN_STATUS_SUCCESS &&
-        pick(data, n, big, md))
+        pick(data, n, big, det, md))
       d = md;
     if (cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w,
                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
                                                     filt) == CUDNN_STATUS_SUCCESS &&
-        pick(filt, n, big, mw))
+        pick(filt, n, big, det, mw))
       w = mw;
     (void)cudaGetLastError();  // a Find that failed (out of memory, say) leaves the heuristics' choice
   }

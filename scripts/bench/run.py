@@ -8,7 +8,7 @@
                                              unless --out is given. For checking the harness without a GPU.
 
 Options: --reps N (median of N, default 7), --only copy,xor,... (see --list), --out PATH,
---no-write. The library is $MINITORCH_LIB, else build/libminitorch.so; the commit named in the
+--no-write, --deterministic (mt_set_deterministic(1) for the whole run). The library is $MINITORCH_LIB, else build/libminitorch.so; the commit named in the
 section is git's HEAD, or $MT_BENCH_COMMIT. Each workload's rows are printed as it finishes.
 It measures the device copy bandwidth first (the ceiling of the bandwidth-bound rows),
 then each workload; the GEMM rows measure their own ceiling, cuBLAS at the row's precision. Workloads that fail are reported in the table and make the exit status 1;
@@ -38,6 +38,8 @@ def parse_args(argv):
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--out", default=None, help="markdown file to update (default docs/benchmarks.md; none when dry)")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="mt_set_deterministic(1) first: the kernels that give the same bits every run")
     return ap.parse_args(argv)
 
 
@@ -51,6 +53,9 @@ def main(argv):
         return 0
     if U.MISSING:
         print("note: the library lacks %s" % ", ".join(U.MISSING))
+    if args.deterministic:
+        U.LIB.mt_set_deterministic(1)
+        print("note: mt_set_deterministic(1): every kernel gives the same bits on every run")
     dry = args.dry_run
     if not dry and not U.HAVE_CUDA:
         print("run.py: no usable GPU (mt_cuda_device_count() == 0); `make bench` needs one. "
@@ -132,6 +137,10 @@ def render(U, ctx, gpu, rows, skipped, reps, seconds):
     torch = ctx.torch
     lines = ["## %s — %s" % (gpu, harness.today()), ""]
     who = "minitorch %s (commit %s)" % (U.LIB.mt_version().decode(), harness.git_commit(REPO))
+    if U.LIB.mt_set_deterministic(1):  # asks the setting (and leaves it on, as it was)
+        who += " with mt_set_deterministic(1)"
+    else:
+        U.LIB.mt_set_deterministic(0)
     if torch is not None:
         who += ", PyTorch %s%s" % (torch.__version__, " (CUDA %s)" % torch.version.cuda if ctx.torch_cuda else " (CPU)")
     else:

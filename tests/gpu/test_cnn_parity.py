@@ -7,7 +7,8 @@ importable, against PyTorch: forward values and every gradient, through the Pyth
               bias; each CUDA path forced with mt_set_conv_algo: 1 (im2col + GEMM), 2 (cuDNN;
               skipped when the build has none), 3 (the direct kernels; the 6x6 kernel, more
               taps than they take, runs im2col) and 0 (the timed choice); the roadmap CNN's
-              two layers among the cases
+              two layers among the cases; cuDNN again with mt_set_deterministic(1): the same
+              tolerance, and the same bits on three runs
   index64     the im2col path with its plane kernels' 64-bit coordinates forced (the internal
               hook mt_study_conv_index64): the same values as the CPU, the same bits as 32-bit
   col2im      the im2col path's input gradient under each col2im generation (mt_study_col2im,
@@ -153,6 +154,25 @@ class ConvParity(unittest.TestCase):
                             self.assertEqual(rel_err(c, a), 0.0, "%s %s case %d %s" % (name, dt, i, case))
         finally:
             STUDY_INDEX64(0)
+
+    def test_deterministic_cudnn(self):
+        """With mt.set_deterministic(True), cuDNN takes only algorithms it reports as
+        deterministic (a plan per setting): every float32 case forced to cuDNN keeps the CPU
+        float64 reference's tolerance, and three runs give the same bits."""
+        if not set_algo(2):
+            self.skipTest("this build has no cuDNN")
+        prev = mt.set_deterministic(True)
+        try:
+            for i, case in enumerate(CONV_CASES):
+                x, w, b, g, first = self.check_case(i, case, mt.float32, 2)
+                for run in range(2):
+                    again = conv_grads(x.to(GPU), w.to(GPU), None if b is None else b.to(GPU), g.to(GPU), *case[2:5])
+                    for name, a, c in zip(("y", "dx", "dw", "db"), first, again):
+                        if a is not None:
+                            self.assertTrue(a.tolist() == c.tolist(), "%s differs on run %d, case %d %s" %
+                                            (name, run + 2, i, case))
+        finally:
+            mt.set_deterministic(prev)
 
     def test_timed_choice_is_stable(self):
         """algo 0 times both paths once per shape; the second call reuses the choice and agrees."""

@@ -17,6 +17,9 @@ mt_scaled_dot_product_attention, forward and backward, on the GPU.
                       and the pool's high-water mark over forward + backward, flash (bfloat16)
                       against the composed path (float32: its T x T f32 scores are 1 GiB)
   dispatch            float32 and head dim 96 stay on the composed path (same values as float32)
+  determinism         mt_set_deterministic(1): the backward's bits are the same on three runs
+                      and equal those of the separate-dQ row; off: dK, dV keep their bits, dQ
+                      (atomics at D 64) matches torch
 
 Inputs are fresh torch.randn values per case (seed printed on failure); the device pool is
 filled with NaN before each case, so an output element the kernels never write shows up.
@@ -315,6 +318,67 @@ class FlashAttentionTest(unittest.TestCase):
                         e = rel(a, b)
                         self.assertLess(e, TOL, "%s: %s rel err %.3g vs torch" % (what, name, e))
         select(0)
+
+    @unittest.skipIf(STUDY is None or RUN_STUDY is None, "the library has no flash study hooks (CPU build?)")
+    def test_deterministic_switch(self):
+        # Production at D = 64 adds dQ by float atomics in the key/value pass (wgmma row 9) unless
+        # mt_set_deterministic(1), which takes the separate dQ pass (row 1). On: three runs give
+        # the same bits, and those of row 1 chosen by hand. Off: dK and dV (no atomics) have the
+        # bits of row 9 chosen by hand; dQ matches torch (TOL) and may differ in its last bits
+        # between runs (printed, not asserted). B 2, H 4, T = S = 2048, bfloat16, causal and not.
+        B, H, T, D = 2, 4, 2048, 64
+        p = lambda t: c_void_p(t.data_ptr())  # noqa: E731
+        n_wgmma = STUDY(-2, 0)
+
+        def run(qc, kc, vc, dc, causal, gen, cfg=0):
+            select(gen, cfg)
+            out, dq = torch.empty_like(qc), torch.full_like(qc, float("nan"))
+            dk, dv = torch.full_like(kc, float("nan")), torch.full_like(kc, float("nan"))
+            lse = torch.empty((B, H, T), device="cuda")
+            torch.cuda.synchronize()
+            for backward in (0, 1):
+                st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), B * H, T, T, D,
+                               MT_BF16, c_double(0.0), int(causal), backward)
+                self.assertEqual(st, 0, U.last_error())
+            U.check(LIB.mt_synchronize(), "mt_synchronize")
+            return dq, dk, dv
+
+        prev = LIB.mt_set_deterministic(1)
+        try:
+            self.assertEqual(prev, 0, "deterministic is off by default")
+            for n, causal in enumerate((False, True)):
+                g = torch.Generator().manual_seed(SEED * 7919 + 700 + n)
+                q, k, v, dout = [torch.randn(B, H, T, D, generator=g).to(torch.bfloat16) for _ in range(4)]
+                _, ref = torch_reference(q, k, v, causal, None, dout)
+                qc, kc, vc, dc = [x.cuda() for x in (q, k, v, dout)]
+                what = "causal=%s" % causal
+                LIB.mt_set_deterministic(1)
+                runs = [run(qc, kc, vc, dc, causal, 0) for _ in range(3)]
+                if n_wgmma:
+                    runs.append(run(qc, kc, vc, dc, causal, 5, 1))
+                for i, r in enumerate(runs[1:]):
+                    for name, a, b in zip(("dq", "dk", "dv"), runs[0], r):
+                        self.assertTrue(torch.equal(a, b), "%s deterministic: %s of run %d differs from run 1%s" %
+                                        (what, name, i + 2, " (row 1 by hand)" if i == 2 else ""))
+                LIB.mt_set_deterministic(0)
+                fast = [run(qc, kc, vc, dc, causal, 0) for _ in range(3)]
+                if n_wgmma > 9:
+                    fast.append(run(qc, kc, vc, dc, causal, 5, 9))
+                for r in runs[:1] + fast:
+                    for name, a, b in zip(("dq", "dk", "dv"), r, ref):
+                        e = rel(a, b)
+                        self.assertLess(e, TOL, "%s: %s rel err %.3g vs torch" % (what, name, e))
+                for i, r in enumerate(fast[1:]):
+                    for name, a, b in zip(("dk", "dv"), fast[0][1:], r[1:]):
+                        self.assertTrue(torch.equal(a, b), "%s: %s of run %d differs from run 1%s" %
+                                        (what, name, i + 2, " (row 9 by hand)" if i == 2 else ""))
+                differ = [int((fast[0][0] != r[0]).sum().item()) for r in fast[1:3]]
+                print("  %s: dq elements of runs 2, 3 that differ from run 1 with deterministic off: %s of %d; "
+                      "rel err on vs off %.2e" % (what, differ, fast[0][0].numel(), rel(fast[0][0], runs[0][0])),
+                      file=sys.stderr)
+        finally:
+            LIB.mt_set_deterministic(prev)
+            select(0)
 
     def test_memory_is_linear_in_T(self):
         T, D = 16384, 64

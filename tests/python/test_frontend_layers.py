@@ -334,6 +334,27 @@ class AttentionTest(GradCase):
         got = F.scaled_dot_product_attention(mt.tensor(q), mt.tensor(k), mt.tensor(v))
         self.assertClose(got, ref_attention(q, k, v), rtol=1e-4, atol=1e-5)
 
+    def test_set_deterministic(self):
+        """set_deterministic returns the previous setting (off by default). On this path every
+        kernel is deterministic, so attention and its gradients keep their bits either way;
+        the values match the float64 reference (tolerance as above)."""
+        q, k, v = self.qkv(17, T=5, S=6)
+        prev = mt.set_deterministic(True)
+        try:
+            self.assertFalse(prev, "deterministic is off by default")
+            self.assertTrue(mt.set_deterministic(True))
+            runs = []
+            for on in (True, False):
+                mt.set_deterministic(on)
+                ts = [t64(x, requires_grad=True) for x in (q, k, v)]
+                out = F.scaled_dot_product_attention(*ts, is_causal=True)
+                out.sum().backward()
+                runs.append([out.tolist()] + [t.grad.tolist() for t in ts])
+            self.assertEqual(runs[0], runs[1], "values or gradients changed with the setting")
+            self.assertClose(runs[0][0], ref_attention(q, k, v, causal=True), rtol=1e-10, atol=1e-12)
+        finally:
+            mt.set_deterministic(prev)
+
     def test_scale(self):
         q, k, v = self.qkv(14)
         for scale in (0.3, 2.0, 0.0, -1.0):

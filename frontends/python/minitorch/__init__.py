@@ -56,6 +56,13 @@ def set_allow_tf32(allow):
     return bool(_lib.lib.mt_set_allow_tf32(1 if allow else 0))
 
 
+def set_deterministic(on):
+    """Makes CUDA give the same bits for the same inputs on every run (True) or lets it use
+    faster kernels whose float sums arrive in a varying order (False, the default, as
+    torch.use_deterministic_algorithms(False)); returns the previous setting."""
+    return bool(_lib.lib.mt_set_deterministic(1 if on else 0))
+
+
 def library_path():
     """The path of the loaded libminitorch.so."""
     return _lib.lib.path

@@ -97,6 +97,7 @@ SIGNATURES = (
     ("mt_mul", STATUS, (PPTR, PTR, PTR)),
     ("mt_div", STATUS, (PPTR, PTR, PTR)),
     ("mt_set_allow_tf32", I64, (I64,)),
+    ("mt_set_deterministic", I64, (I64,)),
     ("mt_matmul", STATUS, (PPTR, PTR, PTR)),
     ("mt_linear", STATUS, (PPTR, PTR, PTR, PTR)),
     ("mt_add_scalar", STATUS, (PPTR, PTR, F64)),
