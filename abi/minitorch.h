@@ -214,8 +214,9 @@ MT_API mt_status mt_div(mt_tensor **out, mt_tensor *a, mt_tensor *b);
 MT_API int64_t mt_set_allow_tf32(int64_t allow);
 /* Makes CUDA give the same bits for the same inputs on every run (1) or lets it take faster
  * kernels whose float sums arrive in a varying order (0, the default, as torch's
- * use_deterministic_algorithms(False)): the bf16/f16 attention backward at head dim 64 adds
- * dQ by atomics, and cuDNN may pick convolution algorithms it reports as non-deterministic.
+ * use_deterministic_algorithms(False)): the bf16/f16 attention backward at head dim 64 and
+ * 2048 keys or more adds dQ by atomics, and cuDNN may pick convolution algorithms it reports
+ * as non-deterministic.
  * Process-wide; read when an op runs (and when a graph is recorded); returns the previous
  * setting. Every other op, and the CPU, gives the same bits either way. */
 MT_API int64_t mt_set_deterministic(int64_t on);

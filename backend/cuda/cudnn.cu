@@ -168,8 +168,8 @@ const Plan &plan_for(Context &c, const Conv2dArgs &a) {
   cudnnConvolutionBwdFilterAlgoPerf_t filt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], w{};
   MT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, filt));
-  MT_CHECK(pick(filt, n, big, det, w), UNSUPPORTED, "cuDNN conv2d: no float32 backward-filter algorithm%s for this shape",
-           det ? " that is deterministic" : "");
+  MT_CHECK(pick(filt, n, big, det, w), UNSUPPORTED,
+           "cuDNN conv2d: no float32 backward-filter algorithm%s for this shape", det ? " that is deterministic" : "");
   if (!c.capturing()) {  // measure: each Find's list is sorted by time, so pick takes the fastest
     cudnnConvolutionFwdAlgoPerf_t mf{};
     cudnnConvolutionBwdDataAlgoPerf_t md{};

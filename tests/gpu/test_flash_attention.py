@@ -19,7 +19,8 @@ mt_scaled_dot_product_attention, forward and backward, on the GPU.
   dispatch            float32 and head dim 96 stay on the composed path (same values as float32)
   determinism         mt_set_deterministic(1): the backward's bits are the same on three runs
                       and equal those of the separate-dQ row; off: dK, dV keep their bits, dQ
-                      (atomics at D 64) matches torch
+                      (atomics at D 64 from 2048 keys) matches torch; below 2048 keys either
+                      setting gives the separate-dQ row's bits
 
 Inputs are fresh torch.randn values per case (seed printed on failure); the device pool is
 filled with NaN before each case, so an output element the kernels never write shows up.
@@ -321,11 +322,12 @@ class FlashAttentionTest(unittest.TestCase):
 
     @unittest.skipIf(STUDY is None or RUN_STUDY is None, "the library has no flash study hooks (CPU build?)")
     def test_deterministic_switch(self):
-        # Production at D = 64 adds dQ by float atomics in the key/value pass (wgmma row 9) unless
-        # mt_set_deterministic(1), which takes the separate dQ pass (row 1). On: three runs give
-        # the same bits, and those of row 1 chosen by hand. Off: dK and dV (no atomics) have the
-        # bits of row 9 chosen by hand; dQ matches torch (TOL) and may differ in its last bits
-        # between runs (printed, not asserted). B 2, H 4, T = S = 2048, bfloat16, causal and not.
+        # Production at D = 64 from 2048 keys adds dQ by float atomics in the key/value pass
+        # (wgmma row 9) unless mt_set_deterministic(1), which takes the separate dQ pass (row 1).
+        # On: three runs give the same bits, and those of row 1 chosen by hand. Off: dK and dV
+        # (no atomics) have the bits of row 9 chosen by hand; dQ matches torch (TOL) and may
+        # differ in its last bits between runs (printed, not asserted). B 2, H 4, T = S = 2048,
+        # bfloat16, causal and not.
         B, H, T, D = 2, 4, 2048, 64
         p = lambda t: c_void_p(t.data_ptr())  # noqa: E731
         n_wgmma = STUDY(-2, 0)
@@ -334,10 +336,11 @@ class FlashAttentionTest(unittest.TestCase):
             select(gen, cfg)
             out, dq = torch.empty_like(qc), torch.full_like(qc, float("nan"))
             dk, dv = torch.full_like(kc, float("nan")), torch.full_like(kc, float("nan"))
-            lse = torch.empty((B, H, T), device="cuda")
+            t = qc.shape[2]
+            lse = torch.empty((B, H, t), device="cuda")
             torch.cuda.synchronize()
             for backward in (0, 1):
-                st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), B * H, T, T, D,
+                st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), B * H, t, t, D,
                                MT_BF16, c_double(0.0), int(causal), backward)
                 self.assertEqual(st, 0, U.last_error())
             U.check(LIB.mt_synchronize(), "mt_synchronize")
@@ -376,6 +379,16 @@ class FlashAttentionTest(unittest.TestCase):
                 print("  %s: dq elements of runs 2, 3 that differ from run 1 with deterministic off: %s of %d; "
                       "rel err on vs off %.2e" % (what, differ, fast[0][0].numel(), rel(fast[0][0], runs[0][0])),
                       file=sys.stderr)
+            # below 2048 keys production keeps the separate dQ pass either way: row 1's bits
+            if n_wgmma:
+                g = torch.Generator().manual_seed(SEED * 7919 + 702)
+                qc, kc, vc, dc = [torch.randn(B, H, 1024, D, generator=g).to(torch.bfloat16).cuda() for _ in range(4)]
+                want = run(qc, kc, vc, dc, True, 5, 1)
+                for on in (0, 1):
+                    LIB.mt_set_deterministic(on)
+                    for name, a, b in zip(("dq", "dk", "dv"), run(qc, kc, vc, dc, True, 0), want):
+                        self.assertTrue(torch.equal(a, b),
+                                        "T=1024 deterministic=%d: %s differs from row 1" % (on, name))
         finally:
             LIB.mt_set_deterministic(prev)
             select(0)

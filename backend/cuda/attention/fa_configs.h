@@ -103,15 +103,17 @@ constexpr int default_forward_config(int) { return 1; }
 // (docs/benchmarks.md, "Three consumer warpgroups at D 64".)
 // Backward: row 1 at D 64 (168; row 0: 151), row 0 at D 128 (199), against tuned row 1's
 // 112 / 115 (H200, 2026-11-26, tune_attention.py --quick, geomean TFLOP/s).
-// Then row 9 at D 64 (dQ by atomics in the key/value pass): geomean 173 against row 1's 160
-// over T 1024-16384, causal and not, +19% at T 16384 (H200, 2026-11-29, tune_attention.py, two
-// runs). Its dQ sums arrive in a varying order, so deterministic() keeps row 1. At D 128 the
-// fused rows lost (rows 8 and 10: 179-181 against row 0's 186-188).
+// Then row 9 at D 64 from 2048 keys (dQ by atomics in the key/value pass): geomean 173 against
+// row 1's 160 over T 1024-16384, causal and not, +19% at T 16384, even at T 1024 (H200,
+// 2026-11-29, tune_attention.py, two runs); in make bench's shapes forward+backward took 6-12%
+// less time from T 2048 and 1-5% more at T 512. Its dQ sums arrive in a varying order, so
+// deterministic() keeps row 1. At D 128 the fused rows lost (rows 8 and 10: 179-181 against
+// row 0's 186-188). (docs/benchmarks.md, "dQ in the key/value pass".)
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
   return d != 64 ? 5 : !causal && tk >= 1024 ? 7 : tk <= 1024 ? 4 : 5;
 }
-constexpr int default_wgmma_backward_config(int d, bool deterministic) {
-  return d != 64 ? 0 : deterministic ? 1 : 9;
+constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
+  return d != 64 ? 0 : deterministic || tk < 2048 ? 1 : 9;
 }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>

@@ -34,7 +34,8 @@ Selection selected(bool forward, int d, int64_t tk, bool causal) {
   const int gen = g_generation.load(std::memory_order_relaxed);
   if (gen != 0) return {gen, g_config.load(std::memory_order_relaxed)};
   if (wgmma_available())
-    return {5, forward ? default_wgmma_forward_config(d, tk, causal) : default_wgmma_backward_config(d, deterministic())};
+    return {5, forward ? default_wgmma_forward_config(d, tk, causal)
+                       : default_wgmma_backward_config(d, tk, deterministic())};
   return {4, forward ? default_forward_config(d) : default_backward_config(d)};
 }
 }  // namespace fa
