@@ -333,13 +333,18 @@ class FlashAttentionTest(unittest.TestCase):
         n_wgmma = STUDY(-2, 0)
 
         def run(qc, kc, vc, dc, causal, gen, cfg=0):
-            select(gen, cfg)
+            """The forward by production (rows differ in their forward too), the backward by
+            the selection (gen, cfg)."""
             out, dq = torch.empty_like(qc), torch.full_like(qc, float("nan"))
             dk, dv = torch.full_like(kc, float("nan")), torch.full_like(kc, float("nan"))
             t = qc.shape[2]
             lse = torch.empty((B, H, t), device="cuda")
             torch.cuda.synchronize()
             for backward in (0, 1):
+                if backward:
+                    select(gen, cfg)
+                else:
+                    select(0)
                 st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), B * H, t, t, D,
                                MT_BF16, c_double(0.0), int(causal), backward)
                 self.assertEqual(st, 0, U.last_error())
