@@ -933,7 +933,8 @@ float time_ms(Context &c, F &&f) {
 // keeps the fastest for that shape and direction for the life of the process. The candidates:
 // im2col, cuDNN where it can run, the direct kernels where they can and the filter has at most
 // kDirectAutoWeights weights. MT_CONV_LOG set in the environment prints each timing and choice
-// to stderr.
+// to stderr. With deterministic() algo 0 times nothing, since timings differ between runs: the
+// first candidate of direct, cuDNN, im2col that takes the shape.
 enum Path : int { PATH_IM2COL, PATH_CUDNN, PATH_DIRECT };
 
 template <class Im2col, class Cudnn, class Direct>
@@ -946,6 +947,14 @@ void run_conv(Context &c, Dir dir, const Conv2dArgs &a, Im2col &&im2col, Cudnn &
   if (a.algo == 3) return direct(g);
   const bool try_direct = direct_fits && a.k * a.c * a.r * a.s <= kDirectAutoWeights;
   if (!cudnn_fits && !try_direct) return im2col();
+  if (deterministic()) {
+    if (try_direct) return direct(g);
+    try {
+      return cudnn();
+    } catch (const Error &) {  // cuDNN cannot run this shape (with a deterministic algorithm)
+      return im2col();
+    }
+  }
   using Key = std::array<int64_t, 16>;
   static std::mutex mu;
   static std::map<Key, int> *chosen = new std::map<Key, int>();  // never destroyed, like the context

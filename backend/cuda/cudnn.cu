@@ -170,7 +170,8 @@ const Plan &plan_for(Context &c, const Conv2dArgs &a) {
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, filt));
   MT_CHECK(pick(filt, n, big, det, w), UNSUPPORTED,
            "cuDNN conv2d: no float32 backward-filter algorithm%s for this shape", det ? " that is deterministic" : "");
-  if (!c.capturing()) {  // measure: each Find's list is sorted by time, so pick takes the fastest
+  if (!c.capturing() && !det) {  // measure: each Find's list is sorted by time, so pick takes the fastest
+    // (not when deterministic: timings, and so the choice, differ between runs)
     cudnnConvolutionFwdAlgoPerf_t mf{};
     cudnnConvolutionBwdDataAlgoPerf_t md{};
     cudnnConvolutionBwdFilterAlgoPerf_t mw{};

@@ -7,8 +7,9 @@ importable, against PyTorch: forward values and every gradient, through the Pyth
               bias; each CUDA path forced with mt_set_conv_algo: 1 (im2col + GEMM), 2 (cuDNN;
               skipped when the build has none), 3 (the direct kernels; the 6x6 kernel, more
               taps than they take, runs im2col) and 0 (the timed choice); the roadmap CNN's
-              two layers among the cases; cuDNN again with mt_set_deterministic(1): the same
-              tolerance, and the same bits on three runs
+              two layers among the cases; cuDNN and algo 0 again with mt_set_deterministic(1):
+              the same tolerance, the same bits on three runs, and no timed choice (MT_CONV_LOG
+              in a fresh process)
   index64     the im2col path with its plane kernels' 64-bit coordinates forced (the internal
               hook mt_study_conv_index64): the same values as the CPU, the same bits as 32-bit
   col2im      the im2col path's input gradient under each col2im generation (mt_study_col2im,
@@ -28,6 +29,7 @@ TF32 off on both sides), float32 pools and batch norm 1e-5, max_pool2d forward e
 float64 1e-12. Against torch (float32 on the GPU, cudnn.allow_tf32 = False): 1e-4.
 """
 import os
+import subprocess
 import sys
 import unittest
 from ctypes import byref, c_int64
@@ -36,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parity_support import GPU, HAVE_TORCH, RUN, SELF_TEST, SKIP_WHY, mt, torch  # noqa: E402,F401
 
 from minitorch._lib import lib  # noqa: E402
+from test_frontend_support import PACKAGE_DIR  # noqa: E402
 
 STUDY_COL2IM = getattr(lib._cdll, "mt_study_col2im", None)  # CUDA builds only
 STUDY_INDEX64 = getattr(lib._cdll, "mt_study_conv_index64", None)
@@ -155,24 +158,45 @@ class ConvParity(unittest.TestCase):
         finally:
             STUDY_INDEX64(0)
 
-    def test_deterministic_cudnn(self):
-        """With mt.set_deterministic(True), cuDNN takes only algorithms it reports as
-        deterministic (a plan per setting): every float32 case forced to cuDNN keeps the CPU
-        float64 reference's tolerance, and three runs give the same bits."""
-        if not set_algo(2):
-            self.skipTest("this build has no cuDNN")
+    def test_deterministic(self):
+        """With mt.set_deterministic(True) nothing is timed: cuDNN takes the first of its
+        heuristic's algorithms that it reports as deterministic (a plan per setting), and
+        algo 0 a fixed path. Every float32 case, forced to cuDNN and under algo 0, keeps the
+        CPU float64 reference's tolerance, and three runs give the same bits."""
         prev = mt.set_deterministic(True)
         try:
-            for i, case in enumerate(CONV_CASES):
-                x, w, b, g, first = self.check_case(i, case, mt.float32, 2)
-                for run in range(2):
-                    again = conv_grads(x.to(GPU), w.to(GPU), None if b is None else b.to(GPU), g.to(GPU), *case[2:5])
-                    for name, a, c in zip(("y", "dx", "dw", "db"), first, again):
-                        if a is not None:
-                            self.assertTrue(a.tolist() == c.tolist(), "%s differs on run %d, case %d %s" %
-                                            (name, run + 2, i, case))
+            for algo in [a for a in algos() if a in (0, 2)]:
+                for i, case in enumerate(CONV_CASES):
+                    x, w, b, g, first = self.check_case(i, case, mt.float32, algo)
+                    for run in range(2):
+                        again = conv_grads(x.to(GPU), w.to(GPU), None if b is None else b.to(GPU), g.to(GPU),
+                                           *case[2:5])
+                        for name, a, c in zip(("y", "dx", "dw", "db"), first, again):
+                            if a is not None:
+                                self.assertTrue(a.tolist() == c.tolist(), "%s differs on run %d, algo %d, case %d %s"
+                                                % (name, run + 2, algo, i, case))
         finally:
             mt.set_deterministic(prev)
+
+    @unittest.skipIf(SELF_TEST, "times the CUDA paths")
+    def test_deterministic_times_nothing(self):
+        """MT_CONV_LOG prints a line for every timed choice of algo 0: a fresh process running
+        the LeNet-5 conv2 forward and backward prints three with the switch off, none with it on."""
+        code = ("import minitorch as mt, sys\n"
+                "mt.set_deterministic(sys.argv[1] == '1')\n"
+                "F = mt.nn.functional\n"
+                "x = mt.randn(2, 6, 14, 14, device='cuda', requires_grad=True)\n"
+                "w = mt.randn(16, 6, 5, 5, device='cuda', requires_grad=True)\n"
+                "F.conv2d(x, w).sum().backward()\n"
+                "print(float(w.grad.sum()))\n")
+        env = dict(os.environ, MT_CONV_LOG="1", PYTHONPATH=PACKAGE_DIR)
+        lines = {}
+        for on in ("0", "1"):
+            r = subprocess.run([sys.executable, "-c", code, on], env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines[on] = [ln for ln in r.stderr.splitlines() if ln.startswith("minitorch conv2d")]
+        self.assertEqual(len(lines["0"]), 3, "timed choices with the switch off:\n" + "\n".join(lines["0"]))
+        self.assertEqual(lines["1"], [], "timed choices with the switch on")
 
     def test_timed_choice_is_stable(self):
         """algo 0 times both paths once per shape; the second call reuses the choice and agrees."""

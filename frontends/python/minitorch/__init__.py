@@ -58,8 +58,9 @@ def set_allow_tf32(allow):
 
 def set_deterministic(on):
     """Makes CUDA give the same bits for the same inputs on every run (True) or lets it use
-    faster kernels whose float sums arrive in a varying order (False, the default, as
-    torch.use_deterministic_algorithms(False)); returns the previous setting."""
+    faster kernels whose float sums arrive in a varying order, and conv paths chosen by timing
+    (False, the default, as torch.use_deterministic_algorithms(False)); returns the previous
+    setting."""
     return bool(_lib.lib.mt_set_deterministic(1 if on else 0))
 
 
