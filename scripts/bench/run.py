@@ -123,7 +123,7 @@ def main(argv):
                 torch.cuda.empty_cache()
     skipped.extend(W.pending_lines(U.LIB))
 
-    section = render(U, ctx, gpu, rows, skipped, reps, time.time() - t_start)
+    section = render(U, ctx, gpu, rows, skipped, reps, time.time() - t_start, args.deterministic)
     print()
     print(section)
     out = args.out if args.out else (None if dry else os.path.join(REPO, "docs", "benchmarks.md"))
@@ -133,14 +133,12 @@ def main(argv):
     return 1 if failed else 0
 
 
-def render(U, ctx, gpu, rows, skipped, reps, seconds):
+def render(U, ctx, gpu, rows, skipped, reps, seconds, deterministic=False):
     torch = ctx.torch
     lines = ["## %s — %s" % (gpu, harness.today()), ""]
     who = "minitorch %s (commit %s)" % (U.LIB.mt_version().decode(), harness.git_commit(REPO))
-    if U.LIB.mt_set_deterministic(1):  # asks the setting (and leaves it on, as it was)
+    if deterministic:
         who += " with mt_set_deterministic(1)"
-    else:
-        U.LIB.mt_set_deterministic(0)
     if torch is not None:
         who += ", PyTorch %s%s" % (torch.__version__, " (CUDA %s)" % torch.version.cuda if ctx.torch_cuda else " (CPU)")
     else:

@@ -40,8 +40,8 @@
 // three in row 7, BR 192) take turns on the tensor cores; their backward is the production
 // row's too. Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
 // itself (FUSED_DQ in fa_backward_wgmma.cuh), by atomics where the dQ warpgroups column is 1
-// (kDqAtomic) and by bulk reductions where it is 2 (kDqBulk). Their forward is production's
-// above 1024 keys.
+// (kDqAtomic) and by bulk reductions where it is 2 (kDqBulk). Their forward copies row 7 at
+// D 64 and row 5 at D 128.
 #define MT_FA_WGMMA_D64(X)        \
   X(0, 128, 2, 64, 2, 64, 2, 0)   \
   X(1, 128, 3, 128, 1, 128, 1, 0) \
