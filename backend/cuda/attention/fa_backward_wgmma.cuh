@@ -46,6 +46,11 @@ struct WgmmaBwdKvShape {
   // of padding the half-warp of a float2 store (rows g 0..3 of 8 lanes) covers the 32 banks once
   static constexpr int kStageRow = 72;
   static constexpr int stage_floats = FUSED_DQ == kDqBulk ? NWG * dq_per_wg * 64 * kStageRow : 0;
+  // Each query tile's lse and dvec arrive by cp.async, except where dQ by atomics at BR 128 keeps
+  // its accumulators in S^T's and dP^T's 128 registers: there ptxas spilled 56 and 64 bytes with
+  // the copies (0 and 12 without), and wgmma row 9 at D 64 lost 2% (docs/benchmarks.md, "Where
+  // the backward's time goes, and lse and dvec by cp.async").
+  static constexpr bool kScalarsAsync = !(FUSED_DQ == kDqAtomic && BR == 128);
   // K, V; two stages of Q and dO; dS^T (FUSED_DQ); two stages of lse and dvec (f32); the dQ
   // staging (kDqBulk); 1024 bytes of alignment
   static constexpr int smem_bytes =
@@ -124,10 +129,19 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
   auto load_q_tile = [&](int i, int stage) {
     load_tile_sw128<BR, D, NT>(sQ + stage * BR * D, gq, i * BR, p.tq);
     load_tile_sw128<BR, D, NT>(sdO + stage * BR * D, gdo, i * BR, p.tq);
+    // lse and dvec by cp.async too (S::kScalarsAsync): a load into registers here holds its warp,
+    // and so its warpgroup's next wgmma, for the global latency every tile. Rows past tq read 0;
+    // the mask zeroes their P. The thread that copied an lse scales it by log2(e) once it landed.
     for (int r = threadIdx.x; r < BR; r += NT) {
       const int row = i * BR + r;
-      sL[stage * BR + r] = row < p.tq ? glse[row] * kLog2e : INFINITY;
-      sD[stage * BR + r] = row < p.tq ? gdvec[row] : 0.f;
+      const bool ok = row < p.tq;
+      if constexpr (S::kScalarsAsync) {
+        cp_async4(sL + stage * BR + r, glse + (ok ? row : 0), ok);
+        cp_async4(sD + stage * BR + r, gdvec + (ok ? row : 0), ok);
+      } else {
+        sL[stage * BR + r] = ok ? glse[row] * kLog2e : INFINITY;
+        sD[stage * BR + r] = ok ? gdvec[row] : 0.f;
+      }
     }
   };
 
@@ -147,6 +161,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
   for (int i = i_begin; i < n_q; i++) {
     const int st = (i - i_begin) & 1;
     cp_async_wait<0>();
+    if constexpr (S::kScalarsAsync)
+      for (int r = threadIdx.x; r < BR; r += NT) sL[st * BR + r] *= kLog2e;  // this thread's copies
     fence_proxy_async();
     __syncthreads();  // tile i visible (to the tensor cores too); everyone done with tile i - 1
     if (i + 1 < n_q) load_q_tile(i + 1, st ^ 1);
