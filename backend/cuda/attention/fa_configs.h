@@ -109,11 +109,17 @@ constexpr int default_forward_config(int) { return 1; }
 // less time from T 2048 and 1-5% more at T 512. Its dQ sums arrive in a varying order, so
 // deterministic() keeps row 1. At D 128 the fused rows lost (rows 8 and 10: 179-181 against
 // row 0's 186-188). (docs/benchmarks.md, "dQ in the key/value pass".)
+// Then row 1 at D 128 up to 1024 keys, since lse and dvec came by cp.async: T 512 161-162 /
+// 110-113 against row 0's 155-156 / 96-98, T 1024 183-191 / 150-152 against 172-183 / 133-136
+// (causal second); row 0 keeps T 4096 (211-214 against 207-211; causal, row 1's 190-197 lead
+// 186-189, but T 2048 was not measured) and T 16384 (220-221 / 219-221 against 213-216 /
+// 209-211) (H200, 2026-11-29, tune_attention.py, four rounds over two calls; docs/benchmarks.md,
+// "Where the backward's time goes, and lse and dvec by cp.async").
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
   return d != 64 ? 5 : !causal && tk >= 1024 ? 7 : tk <= 1024 ? 4 : 5;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
-  return d != 64 ? 0 : deterministic || tk < 2048 ? 1 : 9;
+  return d != 64 ? (tk <= 1024 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
 }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
