@@ -114,7 +114,9 @@ constexpr int default_forward_config(int) { return 1; }
 // (causal second); row 0 keeps T 4096 (211-214 against 207-211; causal, row 1's 190-197 lead
 // 186-189, but T 2048 was not measured) and T 16384 (220-221 / 219-221 against 213-216 /
 // 209-211) (H200, 2026-11-29, tune_attention.py, four rounds over two calls; docs/benchmarks.md,
-// "Where the backward's time goes, and lse and dvec by cp.async").
+// "Where the backward's time goes, and lse and dvec by cp.async"). In make bench's shapes causal
+// forward+backward at T 512 and 1024 took 8% and 5% less time, and the same without the mask
+// (docs/benchmarks.md, "Row 1 at D 128 in make bench, ...").
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
   return d != 64 ? 5 : !causal && tk >= 1024 ? 7 : tk <= 1024 ? 4 : 5;
 }
