@@ -42,6 +42,8 @@ struct WgmmaBwdKvShape {
   static constexpr int dq_blocks = (BR / 64) * (D / 64);
   static constexpr int dq_per_wg = (dq_blocks + NWG - 1) / NWG;
   static_assert(dq_per_wg * 32 <= BR, "dQ blocks fit in the registers of S^T and dP^T");
+  // Whether block b = wg + NWG * j exists: the last round of the deal may leave warpgroups out.
+  static __device__ __forceinline__ bool has_dq_block(int b) { return dq_blocks % NWG == 0 || b < dq_blocks; }
   // kDqBulk stages a warpgroup's blocks as rows of 64 f32, kStageRow floats apart: with 8 floats
   // of padding the half-warp of a float2 store (rows g 0..3 of 8 lanes) covers the 32 banks once
   static constexpr int kStageRow = 72;
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
 #pragma unroll
       for (int j = 0; j < S::dq_per_wg; j++) {
         const int b = wg + NWG * j;
-        if (S::dq_blocks % NWG == 0 || b < S::dq_blocks) {
+        if (S::has_dq_block(b)) {
           const int mi = b / (D / 64), nj = b % (D / 64);
           float(&acc)[32] = dq_block<BR>(s, dp, j);
 #pragma unroll
@@ -243,7 +245,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
       named_sync(1 + wg, 128);
 #pragma unroll
       for (int j = 0; j < S::dq_per_wg; j++) {
-        if (S::dq_blocks % NWG == 0 || wg + NWG * j < S::dq_blocks) {
+        if (S::has_dq_block(wg + NWG * j)) {
           const float(&acc)[32] = dq_block<BR>(s, dp, j);
 #pragma unroll
           for (int h = 0; h < 2; h++) {
@@ -262,7 +264,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
         for (int j = 0; j < S::dq_per_wg; j++) {
           const int b = wg + NWG * j;
           const int q = q0 + (b / (D / 64)) * 64 + lt;
-          if ((S::dq_blocks % NWG == 0 || b < S::dq_blocks) && q < p.tq)
+          if (S::has_dq_block(b) && q < p.tq)
             bulk_reduce_add_f32(gacc + (int64_t)q * D + (b % (D / 64)) * 64, stage + (j * 64 + lt) * S::kStageRow,
                                 256);
         }
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) flash_bwd_kv_wgmma_kernel(BwdPar
 #pragma unroll
       for (int j = 0; j < S::dq_per_wg; j++) {
         const int b = wg + NWG * j;
-        if (S::dq_blocks % NWG == 0 || b < S::dq_blocks) {
+        if (S::has_dq_block(b)) {
           const int mi = b / (D / 64), nj = b % (D / 64);
           const float(&acc)[32] = dq_block<BR>(s, dp, j);
 #pragma unroll
