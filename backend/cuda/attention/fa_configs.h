@@ -116,12 +116,14 @@ constexpr int default_forward_config(int) { return 1; }
 // 209-211) (H200, 2026-11-29, tune_attention.py, four rounds over two calls; docs/benchmarks.md,
 // "Where the backward's time goes, and lse and dvec by cp.async"). In make bench's shapes causal
 // forward+backward at T 512 and 1024 took 8% and 5% less time, and the same without the mask
-// (docs/benchmarks.md, "Row 1 at D 128 in make bench, ...").
+// (docs/benchmarks.md, "Row 1 at D 128 in make bench, ..."). Then up to 2048 keys: at T 2048
+// row 1 gave 200-203 / 174-179 against row 0's 198-201 / 165-169 (H200, 2026-11-29,
+// tune_attention.py, three rounds; same section).
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
   return d != 64 ? 5 : !causal && tk >= 1024 ? 7 : tk <= 1024 ? 4 : 5;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
-  return d != 64 ? (tk <= 1024 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
+  return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
 }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
