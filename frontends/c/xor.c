@@ -26,8 +26,8 @@ static void train_step(mt_tensor *x, mt_tensor *y, const nn_sequential *net, mt_
 }
 
 int main(int argc, char **argv) {
-  /* usage: xor [epochs] [--eager]: on CUDA the step is recorded once into a graph and
-   * replayed, unless --eager */
+  /* usage: xor [epochs] [--eager | --no-graph]: on CUDA the step is recorded once into a
+   * graph and replayed, unless --eager (or --no-graph, as the other demos spell it) */
   int epochs = 5000, eager = 0;
   mt_graph *graph = NULL;
   mt_device dev = mt_default_device();
@@ -44,8 +44,19 @@ int main(int argc, char **argv) {
   int e, i, n_params;
   struct timespec t0, t1;
   for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--eager") == 0) eager = 1;
-    else epochs = atoi(argv[i]);
+    char *end = NULL;
+    long v;
+    if (strcmp(argv[i], "--eager") == 0 || strcmp(argv[i], "--no-graph") == 0) {
+      eager = 1;
+      continue;
+    }
+    v = strtol(argv[i], &end, 10);
+    if (argv[i][0] == '\0' || *end != '\0' || v < 1 || v > 100000000) {
+      fprintf(stderr, "xor: '%s' is neither an epoch count (1 to 100000000) nor --eager / --no-graph\n"
+                      "usage: xor [epochs] [--eager | --no-graph]\n", argv[i]);
+      return 2;
+    }
+    epochs = (int)v;
   }
   if (dev != MT_CUDA) eager = 1;
 

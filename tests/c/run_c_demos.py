@@ -9,6 +9,10 @@
   hand_mlp      Linear(2,3) -> Sigmoid -> Linear(3,1) with hand-set weights on [[1,2],[3,4]]:
                 "output v0 v1", each within 1e-5 of the value computed here
 
+  xor's arguments  "xor 1000 --no-graph" (and --eager) trains 1000 epochs: loss lines up to
+                epoch 1000; a word that is neither an epoch count nor an option ("--no-grahp",
+                "0", "12x") exits 2 with a usage line on stderr, training nothing
+
 Every program must exist (they are deliverables), exit 0 and finish within the time limit.
 The device is the programs' default (MT_DEVICE=cpu|cuda is passed through).
 Exit status: 0 when every check passes, 1 otherwise.
@@ -130,6 +134,23 @@ def run_demo(build_dir, name, check):
         raise CheckFailed("%s\n--- stdout\n%s" % (e, proc.stdout))
 
 
+def check_xor_arguments(build_dir):
+    exe = os.path.join(build_dir, "xor")
+    for opt in ("--no-graph", "--eager"):
+        proc = subprocess.run([exe, "1000", opt], capture_output=True, text=True, timeout=TIMEOUT_S)
+        expect(proc.returncode == 0, "xor 1000 %s: exit status %d\n%s" % (opt, proc.returncode, proc.stderr))
+        epochs = [int(m.group(1)) for m in re.finditer(r"^\s*epoch\s+(\d+)\s+loss", proc.stdout, re.M | re.I)]
+        expect(epochs and max(epochs) == 1000, "xor 1000 %s: loss lines at epochs %s, want the last at 1000"
+               % (opt, epochs))
+    for bad in ("--no-grahp", "0", "12x", ""):
+        proc = subprocess.run([exe, bad], capture_output=True, text=True, timeout=TIMEOUT_S)
+        expect(proc.returncode == 2, "xor %r: exit status %d, want 2" % (bad, proc.returncode))
+        expect("usage: xor" in proc.stderr and proc.stdout == "",
+               "xor %r: want a usage line on stderr and no training; stdout %r stderr %r"
+               % (bad, proc.stdout, proc.stderr))
+    return "1000 epochs with --no-graph and --eager; 4 bad arguments refused"
+
+
 def main(argv):
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
@@ -144,7 +165,12 @@ def main(argv):
         except CheckFailed as e:
             failed += 1
             print("  FAIL %-13s %s" % (name, e))
-    print("C demos: %d passed, %d failed" % (len(DEMOS) - failed, failed))
+    try:
+        print("  PASS %-13s %s" % ("xor args", check_xor_arguments(build_dir)))
+    except CheckFailed as e:
+        failed += 1
+        print("  FAIL %-13s %s" % ("xor args", e))
+    print("C demos: %d passed, %d failed" % (len(DEMOS) + 1 - failed, failed))
     return 1 if failed else 0
 
 
