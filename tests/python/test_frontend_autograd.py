@@ -173,6 +173,16 @@ class GradModeTest(TestCase):
         self.assertClose(x.grad, [2.0, 2.0])
         x._zero_grad()
         self.assertClose(x.grad, [0.0, 0.0])
+        old = x.grad
+        x.grad = None                                 # dropped (mt_tensor_clear_grad)
+        self.assertIsNone(x.grad)
+        self.assertClose(old, [0.0, 0.0])             # a handle taken before keeps its buffer
+        (x * 4).sum().backward()                      # a fresh gradient, not added to the old one
+        self.assertClose(x.grad, [4.0, 4.0])
+        self.assertClose(old, [0.0, 0.0])
+        with self.assertRaises(NotImplementedError):  # a tensor cannot be assigned
+            x.grad = mt.tensor([1.0, 1.0])
+        self.assertClose(x.grad, [4.0, 4.0])
 
     def test_detach_stops_gradient(self):
         x = leaf([1.0, 2.0])

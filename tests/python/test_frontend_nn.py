@@ -126,10 +126,19 @@ class ModuleTest(TestCase):
 
     def test_zero_grad_and_requires_grad(self):
         m = nn.Linear(3, 2)
-        m(mt.ones(4, 3)).sum().backward()
+        xv = rand_list((4, 3), self.rng(7))
+        x = mt.tensor(xv, dtype=mt.float32)
+        m(x).sum().backward()
         self.assertIsNotNone(m.weight.grad)
-        m.zero_grad()
+        m.zero_grad(set_to_none=False)  # zeroed in place: the buffer stays
         self.assertEqual(flat(m.weight.grad.tolist()), [0.0] * 6)
+        m.zero_grad()  # set_to_none=True, as torch: dropped
+        self.assertIsNone(m.weight.grad)
+        self.assertIsNone(m.bias.grad)
+        # the next backward writes a fresh gradient, not added to the old one: d(sum)/dW = column sums of x
+        m(x).sum().backward()
+        cols = [sum(xv[r][c] for r in range(4)) for c in range(3)]
+        self.assertClose(m.weight.grad, [cols, cols], rtol=1e-6)
         m.requires_grad_(False)
         self.assertFalse(m.weight.requires_grad)
 

@@ -196,13 +196,22 @@ class Tensor(IndexingMixin, InplaceMixin):
 
     @grad.setter
     def grad(self, value):
+        """`t.grad = None` drops the gradient (mt_tensor_clear_grad); assigning a tensor is not
+        in the ABI."""
+        if value is None:
+            lib.mt_tensor_clear_grad(self)
+            return
         raise NotImplementedError(NOT_IN_ABI.format(
-            what="assigning .grad", need="function to set or drop a gradient (mt_tensor_set_grad)")
-            + "; use zero_grad() on the module or optimizer instead")
+            what="assigning a tensor to .grad", need="function to set a gradient (mt_tensor_set_grad)")
+            + "; `t.grad = None` drops it")
 
     def _zero_grad(self):
         """Sets every element of the gradient to zero (no-op without one)."""
         lib.mt_tensor_zero_grad(self)
+
+    def _clear_grad(self):
+        """Drops the gradient (no-op without one)."""
+        lib.mt_tensor_clear_grad(self)
 
     @property
     def data(self):

@@ -236,10 +236,12 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        """Zeroes every parameter's gradient (minitorch cannot drop a gradient, so
-        set_to_none only exists for torch compatibility)."""
+        """Drops every parameter's gradient (set_to_none=True, as torch), or zeroes it in place."""
         for p in self.parameters():
-            p._zero_grad()
+            if set_to_none:
+                p._clear_grad()
+            else:
+                p._zero_grad()
 
     # ---------------------------------------------------------- device/dtype
 
