@@ -1,10 +1,13 @@
 /* common.h - what every demo uses: CHECK (print the status and mt_last_error(), exit 1),
- * RELEASE (mt_tensor_release of several handles, each CHECKed), and die() / xmalloc() for
- * the demos' own errors. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
+ * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for
+ * the demos' own errors, and flag_i64() / flag_int() / flag_f64() for numeric flags. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
  * "mnist_mlp" before the first #include ("demo" if not). */
 #ifndef MINITORCH_DEMO_COMMON_H
 #define MINITORCH_DEMO_COMMON_H
 
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,6 +46,35 @@ static inline void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) die("out of memory", NULL);
   return p;
+}
+
+/* The value v of the numeric flag `flag`: the whole string must be a number, else the demo
+ * dies naming both ("--steps wants an integer, got 12x"), where atoi/atof would read 0 and
+ * go on. The demos check the ranges their flags need after parsing. */
+static inline void flag_die(const char *flag, const char *want, const char *v) {
+  fprintf(stderr, "%s: %s wants %s, got '%s'\n", DEMO_NAME, flag, want, v);
+  exit(1);
+}
+static inline long long flag_i64(const char *flag, const char *v) {
+  char *end = NULL;
+  long long x;
+  errno = 0;
+  x = strtoll(v, &end, 10);
+  if (v[0] == '\0' || *end != '\0' || errno == ERANGE) flag_die(flag, "an integer", v);
+  return x;
+}
+static inline int flag_int(const char *flag, const char *v) {
+  const long long x = flag_i64(flag, v);
+  if (x < INT_MIN || x > INT_MAX) flag_die(flag, "an integer of int's range", v);
+  return (int)x;
+}
+static inline double flag_f64(const char *flag, const char *v) {
+  char *end = NULL;
+  double x;
+  errno = 0;
+  x = strtod(v, &end);
+  if (v[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(x)) flag_die(flag, "a finite number", v);
+  return x;
 }
 
 #endif

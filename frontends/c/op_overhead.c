@@ -304,12 +304,12 @@ int main(int argc, char **argv) {
       else if (!strcmp(v, "cuda")) dev = MT_CUDA;
       else die("--device must be cpu or cuda, got ", v);
     } else if (!strcmp(a, "--calls")) {
-      calls = atol(v);
+      calls = flag_i64(a, v);
       if (calls < 10) die("--calls must be >= 10, got ", v);
     } else if (!strcmp(a, "--only")) {
       only = v;
     } else if (!strcmp(a, "--runs")) {
-      runs = atoi(v);
+      runs = flag_int(a, v);
       if (runs < 1 || runs > MAX_RUNS) die("--runs must be 1..64, got ", v);
     } else {
       usage();

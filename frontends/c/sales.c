@@ -233,13 +233,13 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
     if (!strcmp(a, "--data")) path = v;
-    else if (!strcmp(a, "--epochs")) s.epochs = atoi(v);
-    else if (!strcmp(a, "--batch")) s.batch = atoll(v);
-    else if (!strcmp(a, "--sgd-lr")) sgd_lr = atof(v);
-    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = atof(v);
-    else if (!strcmp(a, "--adam-lr")) adam_lr = atof(v);
-    else if (!strcmp(a, "--limit")) limit = atoll(v);
-    else if (!strcmp(a, "--seed")) s.seed = atoll(v);
+    else if (!strcmp(a, "--epochs")) s.epochs = flag_int(a, v);
+    else if (!strcmp(a, "--batch")) s.batch = flag_i64(a, v);
+    else if (!strcmp(a, "--sgd-lr")) sgd_lr = flag_f64(a, v);
+    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = flag_f64(a, v);
+    else if (!strcmp(a, "--adam-lr")) adam_lr = flag_f64(a, v);
+    else if (!strcmp(a, "--limit")) limit = flag_i64(a, v);
+    else if (!strcmp(a, "--seed")) s.seed = flag_i64(a, v);
     else if (!strcmp(a, "--csv")) csv = v;
     else usage();
     i++;

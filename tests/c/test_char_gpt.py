@@ -205,6 +205,10 @@ class CharGPT(unittest.TestCase):
         p = self.run_demo(*(BASE[:4] + ["--steps", "1", "--eval-batches", "1", "--csv", "", "--checkpoint", "",
                                         "--prompt", "XYZ"]), expect_rc=1)
         self.assertIn("not in the corpus: XYZ", p.stderr)
+        p = self.run_demo("--steps", "12x", expect_rc=1)
+        self.assertIn("char_gpt: --steps wants an integer, got '12x'", p.stderr)
+        p = self.run_demo("--lr", "3e-4.5", expect_rc=1)
+        self.assertIn("char_gpt: --lr wants a finite number, got '3e-4.5'", p.stderr)
         p = self.run_demo("--preset", "huge", expect_rc=1)
         self.assertIn("--preset must be small, large or tiny, got huge", p.stderr)
         p = self.run_demo(*(BASE[:2] + ["--heads", "3", "--csv", ""]), expect_rc=1)

@@ -8,7 +8,8 @@
 
 Each demo must exit 0, print its per-epoch lines, end with "live tensors: 0" and write a metrics
 CSV with one row per epoch of finite numbers. A missing data set must fail with the loader's
-message. The real-data targets (MNIST >= 97.5%, ...) are checked by running the demos on the
+message, and a numeric flag whose value is not wholly a number ("3x", "abc", "inf", "") with
+one naming the flag and the value. The real-data targets (MNIST >= 97.5%, ...) are checked by running the demos on the
 real sets, not here. BUILD_DIR defaults to build/; the device is the demos' default
 (MT_DEVICE=cpu|cuda is passed through).
 """
@@ -186,6 +187,21 @@ class DataDemos(unittest.TestCase):
         baseline = rows[-1][5]
         self.assertLess(rows[-1][2], baseline, "SGD's test MAE is not below the mean predictor's: %s" % rows[-1])
         self.assertLess(rows[-1][4], baseline, "Adam's test MAE is not below the mean predictor's: %s" % rows[-1])
+
+    def test_malformed_numbers_are_refused(self):
+        # a numeric flag whose value is not wholly a number stops the demo with the flag's name,
+        # before any data is read (atoi/atof read "3x" as 3 and "abc" as 0 and went on)
+        for name, flag, value, want in (("mnist_mlp", "--epochs", "3x", "an integer"),
+                                        ("mnist_mlp", "--lr", "abc", "a finite number"),
+                                        ("mnist_mlp", "--batch", "", "an integer"),
+                                        ("mnist_mlp", "--momentum", "inf", "a finite number"),
+                                        ("softmax_regression", "--limit", "1e3", "an integer"),
+                                        ("sales", "--epochs", "99999999999", "an integer of int's range"),
+                                        ("sales", "--adam-lr", "0.01x", "a finite number")):
+            with self.subTest(demo=name, flag=flag, value=value):
+                p = self.run_demo(name, flag, value, "--csv", "", expect_rc=1)
+                self.assertIn("%s: %s wants %s, got '%s'" % (name, flag, want, value), p.stderr)
+                self.assertNotIn("epoch", p.stdout)
 
     def test_sales_missing_file(self):
         p = self.run_demo("sales", "--data", os.path.join(self.tmp, "none.tsv"), "--csv", "", expect_rc=1)
