@@ -110,6 +110,8 @@ MT_API mt_status mt_tensor_from_dlpack(mt_tensor **out, void *managed) {
     MT_CHECK(dl.shape || dl.ndim == 0, INVALID_ARGUMENT, "shape is NULL but ndim is %d", (int)dl.ndim);
     Shape shape(dl.shape, dl.shape + dl.ndim);
     for (int64_t s : shape) MT_CHECK(s >= 0, INVALID_ARGUMENT, "negative size in shape %s", shape_str(shape).c_str());
+    MT_CHECK(shape_fits(shape), INVALID_ARGUMENT, "shape %s is too large: the product of its sizes exceeds 2^60",
+             shape_str(shape).c_str());
     const int64_t n = shape_numel(shape);
     if (dl.strides && n > 0) {  // strides of size-1 dims do not matter (as torch)
       Shape expect = contiguous_strides(shape), got(dl.strides, dl.strides + dl.ndim);

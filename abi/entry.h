@@ -87,6 +87,8 @@ inline Shape shape_arg(const int64_t *shape, int64_t ndim) {
   for (int64_t i = 0; i < ndim; i++)
     MT_CHECK(s[(size_t)i] >= 0, INVALID_ARGUMENT, "negative size %lld at dim %lld of shape %s", (long long)s[(size_t)i],
              (long long)i, shape_str(s).c_str());
+  MT_CHECK(shape_fits(s), INVALID_ARGUMENT, "shape %s is too large: the product of its sizes exceeds 2^60",
+           shape_str(s).c_str());
   return s;
 }
 

@@ -425,8 +425,15 @@ Ref reshape(const Ref &x, const Shape &shape_in) {
       infer = (int64_t)i;
     } else {
       MT_CHECK(shape[i] >= 0, INVALID_ARGUMENT, "negative size in shape %s", shape_str(shape_in).c_str());
-      known *= shape[i];
     }
+  }
+  {
+    Shape sizes = shape;  // -1 counts as 1: the inferred size is at most x's element count
+    if (infer >= 0) sizes[(size_t)infer] = 1;
+    MT_CHECK(shape_fits(sizes), SHAPE, "cannot reshape %s into %s: the product of its sizes exceeds 2^60",
+             shape_str(x->shape).c_str(), shape_str(shape_in).c_str());
+    for (size_t i = 0; i < shape.size(); i++)
+      if ((int64_t)i != infer) known *= shape[i];
   }
   if (infer >= 0) {
     MT_CHECK(known != 0 && x->numel() % known == 0, SHAPE, "cannot reshape %s into %s", shape_str(x->shape).c_str(),

@@ -228,6 +228,9 @@ File read_header(const std::string &path) {
       en.shape.push_back(d.num);
     }
     if (en.shape.size() > (size_t)kMaxDims) fail(Code::IO, "%s: entry %s has %zu dims (at most %d)", path.c_str(), kv.first.c_str(), en.shape.size(), kMaxDims);
+    if (!shape_fits(en.shape))
+      fail(Code::IO, "%s: entry %s has shape %s, whose element count exceeds 2^60", path.c_str(), kv.first.c_str(),
+           shape_str(en.shape).c_str());
     if (offs->items[0].kind != Json::NUMBER || offs->items[1].kind != Json::NUMBER)
       fail(Code::IO, "%s: entry %s has bad data_offsets", path.c_str(), kv.first.c_str());
     en.begin = offs->items[0].num;

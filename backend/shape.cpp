@@ -9,6 +9,16 @@ int64_t shape_numel(const Shape &s) {
   return n;
 }
 
+bool shape_fits(const Shape &s) {
+  int64_t p = 1;
+  for (int64_t d : s) {
+    if (d <= 1) continue;
+    if (p > kMaxNumel / d) return false;
+    p *= d;
+  }
+  return true;
+}
+
 std::string shape_str(const Shape &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); i++) {

@@ -17,6 +17,13 @@ namespace mt {
 using Shape = SmallVector<int64_t, kMaxDims>;
 
 int64_t shape_numel(const Shape &s);
+// The most elements a tensor may have: 2^60, so that its byte count (8 bytes an element at most),
+// its strides and every index stay within int64.
+constexpr int64_t kMaxNumel = int64_t(1) << 60;
+// Whether the product of s's sizes, with 0 counted as 1 (a zero-size tensor still has strides),
+// is at most kMaxNumel; s's sizes must be >= 0. Callers check it before shape_numel on a shape
+// from outside (the ABI, a file, a DLPack capsule).
+bool shape_fits(const Shape &s);
 std::string shape_str(const Shape &s);  // "[3,4]"; "[]" for a scalar
 // The numpy broadcast of a and b; throws Error(SHAPE) naming both when they do not broadcast.
 Shape broadcast_shapes(const Shape &a, const Shape &b);

@@ -88,6 +88,13 @@ TEST_CASE("safetensors errors name the path and the problem") {
   write_file(p, with_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]", "12345678"));
   CHECK(mt_safetensors_count(p.c_str(), &n) == MT_ERR_IO);
   CHECK(has("malformed"));
+  // (2^62 + 3) x 4 F32 elements: 48 bytes once the count wraps around 2^64, which the data holds
+  write_file(p, with_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387907,4],\"data_offsets\":[0,48]}}",
+                            std::string(48, '\0')));
+  CHECK(mt_safetensors_count(p.c_str(), &n) == MT_ERR_IO);
+  CHECK(has("exceeds 2^60"));
+  CHECK(mt_load_safetensors(out.out(), p.c_str(), "x", dev()) == MT_ERR_IO);
+  CHECK(out.get() == nullptr);
   write_file(p, with_header("{\"x\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[0,8]}}", "12345678"));
   CHECK(mt_safetensors_count(p.c_str(), &n) == MT_ERR_IO);
   CHECK(has("C64"));

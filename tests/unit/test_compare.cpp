@@ -371,6 +371,11 @@ TEST_CASE("DLPack: export shares storage until the deleter; import wraps and cal
     CHECK(mt_tensor_from_dlpack(r.out(), &m) == MT_ERR_UNSUPPORTED);
     CHECK(std::string(mt_last_error()).find("only compact row-major") != std::string::npos);
     m.dl_tensor.strides = nullptr;  // NULL = row-major
+    int64_t huge[2] = {4611686018427387907, 4};  // (2^62 + 3) x 4: wraps to 12 elements
+    m.dl_tensor.shape = huge;
+    CHECK(mt_tensor_from_dlpack(r.out(), &m) == MT_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(mt_last_error()).find("exceeds 2^60") != std::string::npos);
+    m.dl_tensor.shape = shape;
     m.dl_tensor.dtype = {kDLComplex, 64, 1};
     CHECK(mt_tensor_from_dlpack(r.out(), &m) == MT_ERR_UNSUPPORTED);
     m.dl_tensor.dtype = {kDLFloat, 64, 1};

@@ -2,6 +2,7 @@
 // function and the values; the library stays usable afterwards.
 #include <string>
 
+#include "backend/shape.h"
 #include "helpers.h"
 
 using namespace t;
@@ -81,6 +82,33 @@ TEST_CASE("negative sizes, bad ndim, mismatched byte counts") {
   CHECK(has("negative size -3 at dim 1"));
   CHECK(mt_tensor_zeros(&out, neg, -1, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);
   CHECK(mt_tensor_zeros(&out, nullptr, 2, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);
+  // sizes whose product passes 2^60 (or wraps around 2^64): refused before any allocation,
+  // also with a 0 elsewhere (the strides would still overflow)
+  const int64_t huge[2] = {(int64_t(1) << 60) + 1, 16}, wraps[2] = {4611686018427387907, 4},
+                empty[3] = {0, int64_t(1) << 62, 4}, edge[2] = {int64_t(1) << 31, int64_t(1) << 30};
+  for (const int64_t *s : {huge, wraps}) {
+    CHECK(mt_tensor_zeros(&out, s, 2, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);
+    CHECK(has("mt_tensor_zeros: shape ["));
+    CHECK(has("exceeds 2^60"));
+    CHECK(mt_tensor_rand(&out, s, 2, 1, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);
+    CHECK(mt_tensor_from_data(&out, neg, s, 2, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);
+  }
+  CHECK(mt_tensor_zeros(&out, empty, 3, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);
+  CHECK(mt_tensor_zeros(&out, edge, 2, MT_F32, dev()) == MT_ERR_INVALID_ARGUMENT);  // 2^61
+  CHECK(out == nullptr);
+  CHECK(mt::shape_fits(mt::Shape{int64_t(1) << 30, int64_t(1) << 30}));  // 2^60: the limit itself
+  CHECK_FALSE(mt::shape_fits(mt::Shape{int64_t(1) << 30, (int64_t(1) << 30) + 1}));
+  CHECK(mt::shape_fits(mt::Shape{0, int64_t(1) << 60, 1}));
+  CHECK_FALSE(mt::shape_fits(mt::Shape{0, int64_t(1) << 60, 2}));
+  {  // a view over 12 elements whose shape wraps to 12: refused
+    H x = make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {12}, MT_F32);
+    H v;
+    CHECK(mt_reshape(v.out(), x, wraps, 2) == MT_ERR_SHAPE);
+    CHECK(has("mt_reshape: cannot reshape [12] into [4611686018427387907,4]"));
+    const int64_t infer[3] = {-1, int64_t(1) << 40, int64_t(1) << 40};
+    CHECK(mt_reshape(v.out(), x, infer, 3) == MT_ERR_SHAPE);
+    CHECK(v.get() == nullptr);
+  }
   H a = make({1, 2, 3}, {3}, MT_F32);
   float buf[4];
   CHECK(mt_tensor_copy_to_host(a, buf, 16) == MT_ERR_INVALID_ARGUMENT);
