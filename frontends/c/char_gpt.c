@@ -40,6 +40,10 @@
  *   sampling        at the end, --sample-chars (default 300) characters from --prompt (default "\n")
  *                   with --temperature (default 0.8; 0 is greedy) and --top-k (default 40; 0 for all).
  *   --parity DIR    no training: the check against PyTorch of tests/gpu/test_gpt_parity.py (see parity()).
+ *   numbers         a flag's value must be wholly a number in its range (--batch 1..2^20, --context,
+ *                   --heads, --d-model 1..65536, --layers 0..1024, --sample-chars 0..2^30), else the
+ *                   program stops before reading the corpus; so does --min-lr above --lr. A run whose
+ *                   final validation loss is not finite (it diverged) ends with status 1.
  *   --no-graph      on CUDA the whole step (zero_grad, forward, loss, backward, clipping, both AdamW
  *                   updates) is recorded once into a CUDA graph and replayed; the updates read the
  *                   scheduled learning rate and their step counts on the device. When the step cannot
@@ -222,7 +226,7 @@ static void checkpoint_save(const char *dir, const trainer *tr, const corpus *c,
   const char *files[3] = {"model.safetensors", OPT_FILES[0], OPT_FILES[1]};
   int64_t vocab_shape = c->vocab, seen = lm->seen;
   int i;
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) die("cannot create the checkpoint directory ", dir);
+  if (make_dirs(dir) != 0) die("cannot create the checkpoint directory ", dir);
   extra[0] = i64_tensor(&step, 1, 1);
   extra[1] = i64_tensor(&steps_total, 1, 1);
   extra[2] = i64_tensor(cfg, 6, 0);
@@ -491,20 +495,20 @@ static void parse(options *o, int argc, char **argv) {
     else if (!strcmp(a, "--resume")) o->resume = v;
     else if (!strcmp(a, "--parity")) o->parity = v;
     else if (!strcmp(a, "--prompt")) o->prompt = v;
-    else if (!strcmp(a, "--layers")) o->layers = flag_i64(a, v);
-    else if (!strcmp(a, "--heads")) o->heads = flag_i64(a, v);
-    else if (!strcmp(a, "--d-model")) o->d_model = flag_i64(a, v);
-    else if (!strcmp(a, "--context")) o->context = flag_i64(a, v);
-    else if (!strcmp(a, "--batch")) o->batch = flag_i64(a, v);
+    else if (!strcmp(a, "--layers")) o->layers = flag_range(a, v, 0, 1024);
+    else if (!strcmp(a, "--heads")) o->heads = flag_range(a, v, 1, 65536);
+    else if (!strcmp(a, "--d-model")) o->d_model = flag_range(a, v, 1, 65536);
+    else if (!strcmp(a, "--context")) o->context = flag_range(a, v, 1, 65536);
+    else if (!strcmp(a, "--batch")) o->batch = flag_range(a, v, 1, 1 << 20);
     else if (!strcmp(a, "--steps")) o->steps = flag_i64(a, v);
     else if (!strcmp(a, "--warmup")) o->warmup = flag_i64(a, v);
     else if (!strcmp(a, "--eval-every")) o->eval_every = flag_i64(a, v);
     else if (!strcmp(a, "--eval-batches")) o->eval_batches = flag_i64(a, v);
     else if (!strcmp(a, "--checkpoint-every")) o->ckpt_every = flag_i64(a, v);
-    else if (!strcmp(a, "--sample-chars")) o->sample_chars = flag_i64(a, v);
+    else if (!strcmp(a, "--sample-chars")) o->sample_chars = flag_range(a, v, 0, 1 << 30);
     else if (!strcmp(a, "--top-k")) o->top_k = flag_i64(a, v);
-    else if (!strcmp(a, "--max-chars")) o->max_chars = flag_i64(a, v);
-    else if (!strcmp(a, "--stop-after")) o->stop_after = flag_i64(a, v);
+    else if (!strcmp(a, "--max-chars")) o->max_chars = flag_range(a, v, 0, LLONG_MAX);
+    else if (!strcmp(a, "--stop-after")) o->stop_after = flag_range(a, v, 0, LLONG_MAX);
     else if (!strcmp(a, "--seed")) o->seed = flag_i64(a, v);
     else if (!strcmp(a, "--lr")) o->lr = flag_f64(a, v);
     else if (!strcmp(a, "--min-lr")) o->min_lr = flag_f64(a, v);
@@ -514,9 +518,11 @@ static void parse(options *o, int argc, char **argv) {
     else usage();
   }
   if (o->batch < 1 || o->steps < 1 || o->eval_every < 1 || o->eval_batches < 1 || o->ckpt_every < 1 ||
-      o->sample_chars < 0 || o->top_k < 0 || o->warmup < 0 || o->lr <= 0 || o->min_lr < 0 || o->clip <= 0)
+      o->sample_chars < 0 || o->top_k < 0 || o->warmup < 0 || o->lr <= 0 || o->min_lr < 0 || o->clip <= 0 ||
+      o->temperature < 0)
     die("--batch, --steps, --eval-every, --eval-batches, --checkpoint-every must be >= 1, --lr and --clip > 0, "
-        "--sample-chars, --top-k, --warmup, --min-lr >= 0", NULL);
+        "--sample-chars, --top-k, --warmup, --min-lr, --temperature >= 0", NULL);
+  if (o->min_lr > o->lr) die("--min-lr must not exceed --lr (the schedule decays from --lr to --min-lr)", NULL);
 }
 
 /* The model configuration of the preset, with the flags' overrides. */
@@ -562,6 +568,15 @@ int main(int argc, char **argv) {
     o.data = FALLBACK_DATA;
   }
   corpus_load(&c, o.data, o.max_chars);
+  if (o.sample_chars > 0) { /* before training, not after it */
+    const char *p;
+    for (p = o.prompt; *p; p++)
+      if (c.id_of[(uint8_t)*p] < 0) die("the prompt has a character that is not in the corpus: ", o.prompt);
+  }
+  if (o.ckpt && *o.ckpt && make_dirs(o.ckpt) != 0) {
+    fprintf(stderr, "char_gpt: cannot create the checkpoint directory %s: %s\n", o.ckpt, strerror(errno));
+    return 1;
+  }
   cfg = preset_config(&o, c.vocab);
   if (o.resume) checkpoint_config(o.resume, &c, &cfg);
   if (c.n - c.n_train < cfg.context + 2 || c.n_train < cfg.context + 2)
@@ -581,6 +596,11 @@ int main(int argc, char **argv) {
   loss_meter_start(&lm, dev);
   if (o.resume) {
     start = checkpoint_load(o.resume, &tr, &lm, o.steps);
+    if (start >= o.steps) {
+      fprintf(stderr, "char_gpt: %s is at step %lld, and --steps is %lld: nothing left to train\n", o.resume,
+              (long long)start, (long long)o.steps);
+      return 1;
+    }
     printf("resumed from %s at step %lld\n", o.resume, (long long)start);
   }
   printf("model: %lld layers, %lld heads, d_model %lld, context %lld, %s head, %lld parameters\n",
@@ -666,5 +686,9 @@ int main(int argc, char **argv) {
   CHECK(gpt_free(&g));
   free(c.ids);
   printf("live tensors: %lld\n", (long long)mt_live_tensors());
+  if (stop == o.steps && !isfinite(val_loss)) {
+    fprintf(stderr, "char_gpt: the validation loss is not finite: the training diverged (a lower --lr?)\n");
+    return 1;
+  }
   return mt_live_tensors() == 0 ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 /* common.h - what every demo uses: CHECK (print the status and mt_last_error(), exit 1),
  * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for
- * the demos' own errors, and flag_i64() / flag_int() / flag_f64() for numeric flags. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
+ * the demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() for numeric
+ * flags. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
  * "mnist_mlp" before the first #include ("demo" if not). */
 #ifndef MINITORCH_DEMO_COMMON_H
 #define MINITORCH_DEMO_COMMON_H
@@ -61,6 +62,15 @@ static inline long long flag_i64(const char *flag, const char *v) {
   errno = 0;
   x = strtoll(v, &end, 10);
   if (v[0] == '\0' || *end != '\0' || errno == ERANGE) flag_die(flag, "an integer", v);
+  return x;
+}
+/* flag_i64 within [lo, hi]: "--heads must be 1..65536, got 0". */
+static inline long long flag_range(const char *flag, const char *v, long long lo, long long hi) {
+  const long long x = flag_i64(flag, v);
+  if (x < lo || x > hi) {
+    fprintf(stderr, "%s: %s must be %lld..%lld, got %s\n", DEMO_NAME, flag, lo, hi, v);
+    exit(1);
+  }
   return x;
 }
 static inline int flag_int(const char *flag, const char *v) {

@@ -126,7 +126,27 @@ typedef struct metrics_csv {
   int ncols;
 } metrics_csv;
 
-/* Creates the file's directory if needed (one level) and writes the header.
+/* mkdir -p: creates dir and its missing parents. Returns 0, or -1 with errno set. */
+static inline int make_dirs(const char *dir) {
+  char buf[4096];
+  size_t i, n = strlen(dir);
+  if (n == 0) return 0;
+  if (n >= sizeof buf) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(buf, dir, n + 1);
+  for (i = 1; i <= n; i++)
+    if (buf[i] == '/' || buf[i] == '\0') {
+      const char keep = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+      buf[i] = keep;
+    }
+  return 0;
+}
+
+/* Creates the file's directory and its parents if needed and writes the header.
  * path NULL or "" disables the writer. Returns 0, or -1 after printing why. */
 static inline int metrics_open(metrics_csv *m, const char *path, const char *header) {
   const char *c;
@@ -142,7 +162,7 @@ static inline int metrics_open(metrics_csv *m, const char *path, const char *hea
       if (n < sizeof dir) {
         memcpy(dir, path, n);
         dir[n] = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        if (make_dirs(dir) != 0) {
           fprintf(stderr, "metrics: cannot create %s: %s\n", dir, strerror(errno));
           return -1;
         }

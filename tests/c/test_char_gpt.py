@@ -143,6 +143,9 @@ class CharGPT(unittest.TestCase):
                     self.assertAlmostEqual(got[k], want[k], delta=1e-5 * abs(want[k]))
                 else:
                     self.assertEqual(got[k], want[k], "step %d: %s vs %s" % (want[0], got, want))
+        # a checkpoint at or past --steps leaves nothing to train: refused, not a run of 0 steps
+        p = self.run_demo(*(BASE[:-2] + ["--steps", "40", "--resume", full, "--csv", ""]), expect_rc=1)
+        self.assertIn("is at step 60, and --steps is 40: nothing left to train", p.stderr)
         if not self.cuda:
             for f in ("model.safetensors", "adamw_decay.safetensors", "adamw_no_decay.safetensors"):
                 with open(os.path.join(full, f), "rb") as a, open(os.path.join(part, f), "rb") as b:
@@ -205,6 +208,25 @@ class CharGPT(unittest.TestCase):
         p = self.run_demo(*(BASE[:4] + ["--steps", "1", "--eval-batches", "1", "--csv", "", "--checkpoint", "",
                                         "--prompt", "XYZ"]), expect_rc=1)
         self.assertIn("not in the corpus: XYZ", p.stderr)
+        self.assertNotIn("train loss", p.stdout)  # refused before training, not after it
+        for flag, value, want in (("--heads", "0", "--heads must be 1..65536, got 0"),
+                                  ("--layers", "-5", "--layers must be 0..1024, got -5"),
+                                  ("--batch", "1152921504606846977", "--batch must be 1..1048576"),
+                                  ("--sample-chars", "2305843009213693951", "--sample-chars must be 0..1073741824"),
+                                  ("--max-chars", "-5", "--max-chars must be 0.."),
+                                  ("--temperature", "-3", "--temperature >= 0"),
+                                  ("--min-lr", "1", "--min-lr must not exceed --lr")):
+            p = self.run_demo(flag, value, expect_rc=1)
+            self.assertIn(want, p.stderr, (flag, value))
+        # a checkpoint directory with missing parents is made before training
+        ckpt = self.path(os.path.join("new", "dirs", "ckpt"))
+        self.run_demo(*(BASE[:4] + ["--steps", "2", "--eval-every", "2", "--eval-batches", "1", "--csv", "",
+                                    "--checkpoint", ckpt, "--sample-chars", "0"]))
+        self.assertTrue(os.path.isfile(os.path.join(ckpt, "model.safetensors")))
+        # a diverged run ends with status 1 and says so
+        p = self.run_demo(*(BASE[:4] + ["--steps", "4", "--eval-every", "2", "--eval-batches", "1", "--csv", "",
+                                        "--checkpoint", "", "--sample-chars", "0", "--lr", "1e300"]), expect_rc=1)
+        self.assertIn("the validation loss is not finite", p.stderr)
         p = self.run_demo("--steps", "12x", expect_rc=1)
         self.assertIn("char_gpt: --steps wants an integer, got '12x'", p.stderr)
         p = self.run_demo("--lr", "3e-4.5", expect_rc=1)
