@@ -1,7 +1,7 @@
 /* common.h - what every demo uses: CHECK (print the status and mt_last_error(), exit 1),
  * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for
- * the demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() for numeric
- * flags. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
+ * the demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() /
+ * flag_min_f64() for numeric flags. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
  * "mnist_mlp" before the first #include ("demo" if not). */
 #ifndef MINITORCH_DEMO_COMMON_H
 #define MINITORCH_DEMO_COMMON_H
@@ -84,6 +84,16 @@ static inline double flag_f64(const char *flag, const char *v) {
   errno = 0;
   x = strtod(v, &end);
   if (v[0] == '\0' || *end != '\0' || errno == ERANGE || !isfinite(x)) flag_die(flag, "a finite number", v);
+  return x;
+}
+
+/* flag_f64 at least lo (above lo when strict): "--lr must be > 0, got -0.5". */
+static inline double flag_min_f64(const char *flag, const char *v, double lo, int strict) {
+  const double x = flag_f64(flag, v);
+  if (strict ? !(x > lo) : !(x >= lo)) {
+    fprintf(stderr, "%s: %s must be %s %g, got %s\n", DEMO_NAME, flag, strict ? ">" : ">=", lo, v);
+    exit(1);
+  }
   return x;
 }
 

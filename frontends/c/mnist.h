@@ -93,11 +93,11 @@ static inline int mnist_option(mnist_options *o, const char *flag, const char *v
   if (!strcmp(flag, "--standardize")) { o->standardize = 1; return 1; }
   if (!value) return 0;
   if (!strcmp(flag, "--data")) o->dir = value;
-  else if (!strcmp(flag, "--lr")) o->lr = flag_f64(flag, value);
-  else if (!strcmp(flag, "--epochs")) o->epochs = flag_int(flag, value);
-  else if (!strcmp(flag, "--batch")) o->batch = flag_i64(flag, value);
-  else if (!strcmp(flag, "--limit")) o->limit = flag_i64(flag, value);
-  else if (!strcmp(flag, "--test-limit")) o->test_limit = flag_i64(flag, value);
+  else if (!strcmp(flag, "--lr")) o->lr = flag_min_f64(flag, value, 0, 0);
+  else if (!strcmp(flag, "--epochs")) o->epochs = (int)flag_range(flag, value, 1, 1000000);
+  else if (!strcmp(flag, "--batch")) o->batch = flag_range(flag, value, 1, 1 << 20);
+  else if (!strcmp(flag, "--limit")) o->limit = flag_range(flag, value, 0, LLONG_MAX);
+  else if (!strcmp(flag, "--test-limit")) o->test_limit = flag_range(flag, value, 0, LLONG_MAX);
   else if (!strcmp(flag, "--seed")) o->seed = flag_i64(flag, value);
   else if (!strcmp(flag, "--csv")) o->csv = value;
   else return 0;

@@ -11,8 +11,9 @@
  *
  *   mnist_cnn [--bn] [--data DIR] [--fashion] [--device cpu|cuda] [--optim adam|sgd] [--lr LR]
  *             [--momentum M] [--epochs N] [--batch B] [--limit N] [--test-limit N] [--seed S]
- *             [--standardize] [--csv PATH]
+ *             [--standardize] [--csv PATH] [--no-graph] [--lr-decay-epoch E]
  *
+ *   --lr-decay-epoch E  the learning rate x 0.1 after epoch E (default 0: constant)
  *   --epochs N     default 10 on CUDA, 1 on the CPU
  *   --limit N      train on the first N images only; on the CPU the default is the first 10000
  *                  (--limit 0: all 60000); --test-limit the same for the test set

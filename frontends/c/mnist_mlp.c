@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--no-graph")) { no_graph = 1; continue; }
     if (!v) usage();
     if (!strcmp(a, "--optim")) optim = v;
-    else if (!strcmp(a, "--momentum")) momentum = flag_f64(a, v);
+    else if (!strcmp(a, "--momentum")) momentum = flag_min_f64(a, v, 0, 0);
     else usage();
     i++;
   }

@@ -96,9 +96,9 @@ static inline void mnist_train_parse(mnist_train_options *t, int argc, char **ar
     }
     if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
     if (!strcmp(a, "--optim")) t->optim = v;
-    else if (!strcmp(a, "--momentum")) t->momentum = flag_f64(a, v);
+    else if (!strcmp(a, "--momentum")) t->momentum = flag_min_f64(a, v, 0, 0);
     else if (!strcmp(a, "--device")) t->device = v;
-    else if (!strcmp(a, "--lr-decay-epoch")) t->lr_decay_epoch = flag_int(a, v);
+    else if (!strcmp(a, "--lr-decay-epoch")) t->lr_decay_epoch = (int)flag_range(a, v, 0, 1000000);
     else usage();
     i++;
   }

@@ -234,11 +234,11 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
     if (!strcmp(a, "--data")) path = v;
     else if (!strcmp(a, "--epochs")) s.epochs = flag_int(a, v);
-    else if (!strcmp(a, "--batch")) s.batch = flag_i64(a, v);
-    else if (!strcmp(a, "--sgd-lr")) sgd_lr = flag_f64(a, v);
-    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = flag_f64(a, v);
-    else if (!strcmp(a, "--adam-lr")) adam_lr = flag_f64(a, v);
-    else if (!strcmp(a, "--limit")) limit = flag_i64(a, v);
+    else if (!strcmp(a, "--batch")) s.batch = flag_range(a, v, 1, 1 << 20);
+    else if (!strcmp(a, "--sgd-lr")) sgd_lr = flag_min_f64(a, v, 0, 0);
+    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = flag_min_f64(a, v, 0, 0);
+    else if (!strcmp(a, "--adam-lr")) adam_lr = flag_min_f64(a, v, 0, 0);
+    else if (!strcmp(a, "--limit")) limit = flag_range(a, v, 0, LLONG_MAX);
     else if (!strcmp(a, "--seed")) s.seed = flag_i64(a, v);
     else if (!strcmp(a, "--csv")) csv = v;
     else usage();
@@ -246,6 +246,9 @@ int main(int argc, char **argv) {
   }
   if (s.epochs < 1 || s.batch < 1) die("--epochs and --batch must be >= 1", NULL);
   s.use_graph = s.dev == MT_CUDA && !no_graph;
+  /* the metrics file first: a bad --csv fails before the training, not after it */
+  if (metrics_open(&metrics, csv, "epoch,sgd_train_loss,sgd_test_mae,adam_train_loss,adam_test_mae,baseline_mae") != 0)
+    return 1;
 
   printf("device: %s\n", mt_device_name(s.dev));
   t0 = progress_clock();
@@ -318,8 +321,6 @@ int main(int argc, char **argv) {
   train(&s, "sgd", 0, sgd_lr, sgd_momentum, sgd_loss, sgd_mae);
   train(&s, "adam", 1, adam_lr, 0, adam_loss, adam_mae);
 
-  if (metrics_open(&metrics, csv, "epoch,sgd_train_loss,sgd_test_mae,adam_train_loss,adam_test_mae,baseline_mae") != 0)
-    return 1;
   for (e = 0; e < s.epochs; e++) {
     double row[6];
     row[0] = e + 1;

@@ -8,8 +8,9 @@
 
 Each demo must exit 0, print its per-epoch lines, end with "live tensors: 0" and write a metrics
 CSV with one row per epoch of finite numbers. A missing data set must fail with the loader's
-message, and a numeric flag whose value is not wholly a number ("3x", "abc", "inf", "") with
-one naming the flag and the value. The real-data targets (MNIST >= 97.5%, ...) are checked by running the demos on the
+message, and a numeric flag whose value is not wholly a number ("3x", "abc", "inf", "") or
+is out of its range (a negative count or rate) with one naming the flag and the value; sales
+opens its metrics file before training. The real-data targets (MNIST >= 97.5%, ...) are checked by running the demos on the
 real sets, not here. BUILD_DIR defaults to build/; the device is the demos' default
 (MT_DEVICE=cpu|cuda is passed through).
 """
@@ -202,6 +203,28 @@ class DataDemos(unittest.TestCase):
                 p = self.run_demo(name, flag, value, "--csv", "", expect_rc=1)
                 self.assertIn("%s: %s wants %s, got '%s'" % (name, flag, want, value), p.stderr)
                 self.assertNotIn("epoch", p.stdout)
+        # numbers out of a flag's range: refused, where a negative value once meant "the default"
+        for name, flag, value, want in (("mnist_mlp", "--epochs", "-3", "--epochs must be 1..1000000, got -3"),
+                                        ("mnist_mlp", "--lr", "-0.5", "--lr must be >= 0, got -0.5"),
+                                        ("mnist_mlp", "--limit", "-5", "--limit must be 0.."),
+                                        ("mnist_mlp", "--momentum", "-1", "--momentum must be >= 0, got -1"),
+                                        ("softmax_regression", "--lr", "-1", "--lr must be >= 0, got -1"),
+                                        ("softmax_regression", "--test-limit", "-1", "--test-limit must be 0.."),
+                                        ("sales", "--sgd-lr", "-0.1", "--sgd-lr must be >= 0, got -0.1"),
+                                        ("sales", "--batch", "0", "--batch must be 1..1048576, got 0")):
+            with self.subTest(demo=name, flag=flag, value=value):
+                p = self.run_demo(name, flag, value, "--csv", "", expect_rc=1)
+                self.assertIn("%s: %s" % (name, want), p.stderr)
+                self.assertNotIn("epoch", p.stdout)
+
+    def test_sales_opens_its_metrics_before_training(self):
+        blocker = os.path.join(self.tmp, "a_file")
+        with open(blocker, "w") as f:
+            f.write("x")
+        p = self.run_demo("sales", "--data", self.sales, "--epochs", "2", "--csv", os.path.join(blocker, "m.csv"),
+                          expect_rc=1)
+        self.assertIn("metrics: cannot write %s" % os.path.join(blocker, "m.csv"), p.stderr)
+        self.assertNotIn("epoch", p.stdout)
 
     def test_sales_missing_file(self):
         p = self.run_demo("sales", "--data", os.path.join(self.tmp, "none.tsv"), "--csv", "", expect_rc=1)
