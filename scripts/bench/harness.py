@@ -20,6 +20,18 @@ import subprocess
 import time
 
 
+def positive_int(text):
+    """argparse type of the counts (repetitions, iterations, buffers, steps): an integer >= 1."""
+    import argparse
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not an integer" % text)
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be >= 1, got %d" % v)
+    return v
+
+
 class Skip(Exception):
     """A benchmark that cannot run here (an op the library lacks, no torch, ...)."""
 

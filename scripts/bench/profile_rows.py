@@ -20,7 +20,15 @@ F = mt.nn.functional
 
 def main(argv):
     dev = "cuda"
-    ops = set((argv[1] if len(argv) > 1 else "softmax,ln,gelu,ce,ln-bwd").split(","))
+    known = ("softmax", "ln", "gelu", "ce", "ln-bwd")
+    if len(argv) > 2 or (len(argv) == 2 and argv[1] in ("-h", "--help")):
+        print(__doc__)
+        return 0 if len(argv) == 2 else 2
+    ops = set((argv[1] if len(argv) > 1 else ",".join(known)).split(","))
+    if not ops <= set(known):
+        print("profile_rows.py: unknown ops %s (known: %s)" % (sorted(ops - set(known)), ",".join(known)),
+              file=sys.stderr)
+        return 2
     if "softmax" in ops:
         for rows, cols in ((65536, 1024), (262144, 128)):
             x = mt.randn(rows, cols, device=dev)

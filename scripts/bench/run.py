@@ -27,13 +27,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
 import harness  # noqa: E402
-from harness import Row, Skip, Timer  # noqa: E402
+from harness import Row, Skip, Timer, positive_int  # noqa: E402
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU backend; writes nothing by default")
-    ap.add_argument("--reps", type=int, default=None, help="repetitions per measurement (median); default 7, 3 dry")
+    ap.add_argument("--reps", type=positive_int, default=None, help="repetitions per measurement (median); default 7, 3 dry")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--out", default=None, help="markdown file to update (default docs/benchmarks.md; none when dry)")

@@ -6,7 +6,7 @@ torch.softmax, row widths 32..32768, row counts up to 65536, float32 (and float1
   python3 scripts/bench/softmax_study.py --dtypes f32,f16,bf16 --write
                                                          ... and written to docs/benchmarks.md
                                                          (its own section per GPU, beside make bench's)
-Options: --reps N (median of N, default 5), --variants 0,2,3,4, --max-elems N (default 2^28),
+Options: --reps N (median of N, default 5), --variants 0,1,2,3,4 (the default; 5 is vec-ilp), --max-elems N (default 2^28),
 --naive-max-elems N (the naive variant is only timed up to 2^24 elements: it is ~100x slower),
 --quick (fewer shapes), --perf-only (the three anchor shapes), --out PATH.
 
@@ -42,6 +42,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
 import harness  # noqa: E402
+from harness import positive_int  # noqa: E402
 
 VARIANTS = {0: "production", 1: "naive", 2: "warp", 3: "block", 4: "vectorized", 5: "vec-ilp"}
 WIDTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
@@ -56,9 +57,9 @@ def parse_args(argv):
     ap.add_argument("--dtypes", default="f32", help="comma-separated: f32,f16,bf16")
     ap.add_argument("--variants", default="0,1,2,3,4")
     ap.add_argument("--perf-only", action="store_true", help="only the three PERF.md anchor shapes")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--max-elems", type=int, default=1 << 28)
-    ap.add_argument("--naive-max-elems", type=int, default=1 << 24)
+    ap.add_argument("--reps", type=positive_int, default=5)
+    ap.add_argument("--max-elems", type=positive_int, default=1 << 28)
+    ap.add_argument("--naive-max-elems", type=positive_int, default=1 << 24)
     ap.add_argument("--quick", action="store_true", help="widths 32,128,1024,4096,32768 and the PERF shapes")
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md (or --out)")
     ap.add_argument("--out", default=None)
@@ -110,7 +111,14 @@ def main(argv):
         return 2
     hook.restype = ctypes.c_int
     hook.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]
-    variants = [int(v) for v in args.variants.split(",") if v != ""]
+    try:
+        variants = [int(v) for v in args.variants.split(",") if v != ""]
+    except ValueError:
+        variants = [None]
+    if not variants or any(v not in VARIANTS for v in variants):
+        print("softmax_study.py: --variants takes numbers from %s, got %r" % (sorted(VARIANTS), args.variants),
+              file=sys.stderr)
+        return 2
     dtypes = [d for d in args.dtypes.split(",") if d]
     for d in dtypes:
         if d not in DTYPES:
@@ -122,6 +130,9 @@ def main(argv):
     torch.manual_seed(0)
     t_start = time.time()
 
+    if not shapes(args):
+        print("softmax_study.py: no shape has at most --max-elems %d elements" % args.max_elems, file=sys.stderr)
+        return 2
     # the copy ceiling, float32, the largest shape
     big = max(shapes(args), key=lambda s: s[0] * s[1])
     src = torch.randn(big, device="cuda")

@@ -18,6 +18,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import minitorch as mt  # noqa: E402
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import positive_int  # noqa: E402
+
 def per_call(fn, calls, reps):
     for _ in range(50):
         fn()
@@ -34,8 +37,8 @@ def per_call(fn, calls, reps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=5000)
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--calls", type=positive_int, default=5000)
+    ap.add_argument("--reps", type=positive_int, default=7)
     a = ap.parse_args()
     if not mt.cuda.is_available():
         print("temp_overhead: no usable GPU", file=sys.stderr)

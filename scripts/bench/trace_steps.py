@@ -21,10 +21,12 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "python"))
 
 
+from harness import positive_int  # noqa: E402
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", default="bias-gelu-bwd,add-ln-bwd,ln-bwd,ce")
-    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--iters", type=positive_int, default=20)
     return ap.parse_args(argv[1:])
 
 

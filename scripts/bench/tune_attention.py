@@ -43,6 +43,8 @@ BEGIN, END = "<!-- tuning:begin -->", "<!-- tuning:end -->"
 ANCHORS = [("torch flash", "FLASH_ATTENTION"), ("torch cudnn", "CUDNN_ATTENTION")]
 
 
+from harness import positive_int  # noqa: E402
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--write", action="store_true", help="replace the tuning section of docs/flash_attention.md")
@@ -50,9 +52,13 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated name prefixes of the kernels to time (e.g. 'tuned 1,wgmma')")
     ap.add_argument("--seq", default="", help="comma-separated sequence lengths (overrides --quick)")
     ap.add_argument("--dims", default="64,128", help="comma-separated head dims (64, 128)")
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--iters", type=positive_int, default=10)
+    ap.add_argument("--reps", type=positive_int, default=5)
     args = ap.parse_args()
+    if args.write and (args.only or args.seq or args.dims != "64,128"):
+        print("tune_attention.py: --write replaces the whole tuning table of %s; run it without --only, --seq "
+              "and --dims" % DOC, file=sys.stderr)
+        return 2
 
     import torch
     import abi_util as U
@@ -74,6 +80,10 @@ def main():
     configs += [("wgmma %d" % i, 5, i) for i in range(n_wgmma)]
     if args.only:
         configs = [c for c in configs if any(c[0].startswith(w.strip()) for w in args.only.split(","))]
+        if not configs:
+            print("tune_attention.py: --only %r matches no kernel (names: fa_v1..3, tuned N, wgmma N)" % args.only,
+                  file=sys.stderr)
+            return 2
     seq = [2048, 8192] if args.quick else [1024, 4096, 16384]
     if args.seq:
         seq = [int(v) for v in args.seq.split(",")]
@@ -139,7 +149,7 @@ def main():
     gpu = torch.cuda.get_device_name(0)
     lines = ["Measured on %s, %s, by `python3 scripts/bench/tune_attention.py%s` (bf16, B*T = %d, H = %d; "
              "TFLOP/s of the forward and of the backward alone; FAIL: output check failed)." % (
-                 gpu, datetime.date.today().isoformat(), " --quick" if args.quick else "", TOKENS, HEADS), ""]
+                 gpu, datetime.date.today().isoformat(), "".join(" " + a for a in sys.argv[1:]), TOKENS, HEADS), ""]
     for direction in ("fwd", "bwd"):
         cols = ["T%d D%d%s" % (T, D, " c" if c else "") for T, D, c in shapes]
         lines.append("| %s | %s | geomean D64 | geomean D128 |" % (direction, " | ".join(cols)))

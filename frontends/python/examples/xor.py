@@ -1,7 +1,10 @@
 """XOR with a 2-4-1 sigmoid network, written as a PyTorch program would be.
 
-    python3 frontends/python/examples/xor.py [--epochs 5000] [--lr 0.5] [--seed 0] [--device cpu]
-                                             [--no-graph]
+    python3 frontends/python/examples/xor.py [--epochs 5000] [--lr 0.5] [--seed 0] [--device cpu|cuda]
+                                             [--log-every 500] [--target 0.01] [--no-graph]
+
+--device defaults to the library's choice (CUDA when usable); --log-every N prints the loss every N
+epochs; --target sets the loss the final one must be below.
 
 On CUDA the training step is recorded once into a graph (minitorch.cuda.CUDAGraph) and
 replayed, as torch.cuda.graphs allow; --no-graph runs every step eagerly.
@@ -80,13 +83,23 @@ def train(epochs=5000, lr=0.5, seed=0, device=None, log_every=500, show_bar=None
     return loss_value
 
 
+def at_least(lo, kind=int):
+    """argparse type: a number of `kind` no smaller than lo."""
+    def parse(text):
+        v = kind(text)
+        if not v >= lo:
+            raise argparse.ArgumentTypeError("must be >= %s, got %s" % (lo, text))
+        return v
+    return parse
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=5000)
-    parser.add_argument("--lr", type=float, default=0.5)
+    parser.add_argument("--epochs", type=at_least(1), default=5000)
+    parser.add_argument("--lr", type=at_least(0.0, float), default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: the library's choice)")
-    parser.add_argument("--log-every", type=int, default=500)
+    parser.add_argument("--log-every", type=at_least(1), default=500)
     parser.add_argument("--target", type=float, default=0.01, help="fail unless the final loss is below")
     parser.add_argument("--no-graph", action="store_true", help="run every step eagerly on CUDA too")
     args = parser.parse_args(argv)
