@@ -62,7 +62,8 @@ def train(lib, args, log=print):
     cfg = gpt.GPTConfig(vocab=len(chars), **gpt.PRESETS[args.preset])
     if min(n_train, len(ids) - n_train) < cfg.context + 2:
         raise SystemExit("char_gpt.py: the corpus is too small for the context %d: %s" % (cfg.context, args.data))
-    missing = sorted(set(args.prompt.encode()) - set(chars)) if args.sample_chars > 0 else []
+    sampling = getattr(args, "sample_chars", 0) > 0  # (callers such as tests/python/test_gpt.py only train)
+    missing = sorted(set(args.prompt.encode()) - set(chars)) if sampling else []
     if missing:  # before training, not after it
         raise SystemExit("char_gpt.py: the prompt has characters that are not in the corpus: %r" % bytes(missing))
     lib.manual_seed(args.seed)
