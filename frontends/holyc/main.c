@@ -10,6 +10,7 @@
  */
 #include "hc.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,7 +107,14 @@ int main(int argc, char **argv) {
       break;
     }
     if (!strcmp(argv[i], "--max-steps") && i + 1 < argc) {
-      hc_max_steps = atoll(argv[++i]);
+      char *end = NULL;
+      const char *v = argv[++i];
+      errno = 0;
+      hc_max_steps = strtoll(v, &end, 10);
+      if (!*v || *end || errno || hc_max_steps < 0) {
+        fprintf(stderr, "hcrun: --max-steps wants a whole number >= 0 (0: no limit), got '%s'\n", v);
+        return 2;
+      }
     } else if (!strcmp(argv[i], "--help")) {
       usage();
     } else {

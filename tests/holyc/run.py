@@ -300,6 +300,24 @@ def examples_suite(hcrun, gpu):
         else:
             ok(f"{label}: recorded and eager runs print the same results")
 
+    def refused(argv, status, want, label):
+        """argv (after hcrun) must end at once with status and print want."""
+        r = run([hcrun] + argv, env=env, timeout=120)
+        out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+        if r.returncode != status or want not in out:
+            fail(label, f"exit code {r.returncode} (want {status}); want {want!r} in\n{out[-1500:]}")
+        else:
+            ok(f"{label}: status {status}")
+
+    xor, mnist = os.path.join(EXAMPLES, "Xor.HC"), os.path.join(EXAMPLES, "MnistMlp.HC")
+    for bad in ("abc", "-5", "12x", "--help"):  # Str2I64 read these as 0 or 12 steps
+        refused([xor, bad], 2, "usage: Xor.HC [steps >= 1] [--no-graph]; got '%s'" % bad, f"examples/Xor.HC {bad}")
+    refused([xor, "3"], 1, "Xor: loss did not fall below 0.01", "examples/Xor.HC 3 (too few steps to learn)")
+    for args, bad in ((["--epochs", "1"], "--epochs"), ([".", "1", "10"], "10"), ([".", "0"], "0"),
+                      ([".", "1", "64", "0"], "0"), ([".", "1", "64", "8", "extra"], "extra")):
+        refused([mnist] + args, 2, "got '%s'" % bad, f"examples/MnistMlp.HC {' '.join(args)}")
+    refused(["--max-steps", "abc", xor], 2, "hcrun: --max-steps wants a whole number >= 0", "hcrun --max-steps abc")
+
     check("AddTensors.HC", [], ["AddTensors: ok"])
     recorded_and_eager("Xor.HC", ["500"], ["Xor: ok", "live tensors 0"], "examples/Xor.HC 500")
 
