@@ -1,8 +1,8 @@
 /* common.h - what every demo uses: CHECK (print the status and mt_last_error(), exit 1),
- * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for
- * the demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() /
- * flag_min_f64() for numeric flags. die() prefixes its message with DEMO_NAME: #define DEMO_NAME
- * "mnist_mlp" before the first #include ("demo" if not). */
+ * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for the
+ * demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() / flag_min_f64()
+ * for numeric flags. die() and the flag parsers prefix their messages with DEMO_NAME:
+ * #define DEMO_NAME "mnist_mlp" before the first #include ("demo" if not). */
 #ifndef MINITORCH_DEMO_COMMON_H
 #define MINITORCH_DEMO_COMMON_H
 
@@ -50,8 +50,8 @@ static inline void *xmalloc(size_t n) {
 }
 
 /* The value v of the numeric flag `flag`: the whole string must be a number, else the demo
- * dies naming both ("--steps wants an integer, got 12x"), where atoi/atof would read 0 and
- * go on. The demos check the ranges their flags need after parsing. */
+ * exits 1 naming both ("--steps wants an integer, got '12x'"), where atoi/atof would read 12
+ * or 0 and go on. flag_range and flag_min_f64 also check a range. */
 static inline void flag_die(const char *flag, const char *want, const char *v) {
   fprintf(stderr, "%s: %s wants %s, got '%s'\n", DEMO_NAME, flag, want, v);
   exit(1);
