@@ -87,6 +87,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.rows < 1:
         p.error("--rows must be >= 1")
+    if not 1 <= a.year <= 9998:  # the year after it must exist too (datetime stops at 9999)
+        p.error("--year must be 1..9998")
     return a
 
 

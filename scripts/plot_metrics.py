@@ -12,7 +12,8 @@ log axis.
 Set-up: matplotlib draws the plot (Agg backend). When this interpreter cannot import it,
 the script re-runs itself under Debian's /usr/bin/python3 where python3-matplotlib is
 installed, installing that package with apt-get first if needed (as root, or with sudo;
---no-install skips this). Without matplotlib, gnuplot (gnuplot-nox) is used if present.
+--no-install skips this). Without matplotlib, gnuplot is used, installed the same way
+(apt-get install gnuplot-nox) unless --no-install.
 """
 import argparse
 import csv
@@ -27,8 +28,11 @@ REEXEC_FLAG = "MT_PLOT_METRICS_REEXEC"
 
 
 def read_csv(path):
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        sys.exit("plot_metrics: cannot read %s: %s" % (path, e.strerror or e))
     if not rows:
         sys.exit("plot_metrics: %s is empty" % path)
     header, data = rows[0], []
