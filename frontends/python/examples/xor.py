@@ -23,6 +23,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import minitorch  # noqa: E402
 from minitorch import nn  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from example_args import at_least  # noqa: E402
+
 
 def progress(epoch, total, loss, start, width=30, stream=sys.stderr):
     done = int(width * epoch / total)
@@ -82,15 +85,6 @@ def train(epochs=5000, lr=0.5, seed=0, device=None, log_every=500, show_bar=None
     print("final loss %.6f (%.2f s)" % (loss_value, time.time() - start))
     return loss_value
 
-
-def at_least(lo, kind=int):
-    """argparse type: a number of `kind` no smaller than lo."""
-    def parse(text):
-        v = kind(text)
-        if not v >= lo:
-            raise argparse.ArgumentTypeError("must be >= %s, got %s" % (lo, text))
-        return v
-    return parse
 
 
 def main(argv=None):
