@@ -2,7 +2,8 @@
  * 5000 full-batch epochs, on the default device (CUDA when usable, else CPU).
  * Prints the loss every 500 epochs and the four predictions. On CUDA the step is
  * recorded into a graph after the first (eager) one and replayed: the same kernels
- * without the per-call host work. */
+ * without the per-call host work. Exit status: 0 when the final loss is below 0.01, 1 when
+ * not (or on a leak or a library error), 2 for a bad argument. */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static void train_step(mt_tensor *x, mt_tensor *y, const nn_sequential *net, mt_
 int main(int argc, char **argv) {
   /* usage: xor [epochs] [--eager | --no-graph]: on CUDA the step is recorded once into a
    * graph and replayed, unless --eager (or --no-graph, as the other demos spell it) */
-  int epochs = 5000, eager = 0;
+  int epochs = 5000, eager = 0, counted = 0;
   mt_graph *graph = NULL;
   mt_device dev = mt_default_device();
   const float xs[8] = {0, 0, 0, 1, 1, 0, 1, 1};
@@ -51,8 +52,8 @@ int main(int argc, char **argv) {
       continue;
     }
     v = strtol(argv[i], &end, 10);
-    if (argv[i][0] == '\0' || *end != '\0' || v < 1 || v > 100000000) {
-      fprintf(stderr, "xor: '%s' is neither an epoch count (1 to 100000000) nor --eager / --no-graph\n"
+    if (argv[i][0] == '\0' || *end != '\0' || v < 1 || v > 100000000 || counted++) {
+      fprintf(stderr, "xor: '%s' is neither an epoch count (one, 1 to 100000000) nor --eager / --no-graph\n"
                       "usage: xor [epochs] [--eager | --no-graph]\n", argv[i]);
       return 2;
     }
@@ -104,5 +105,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "leak: %lld tensors alive at exit\n", (long long)mt_live_tensors());
     return 1;
   }
-  return l < 0.01 ? 0 : 2;
+  return l < 0.01 ? 0 : 1; /* 2 is a usage error */
 }
