@@ -486,7 +486,10 @@ static void parse(options *o, int argc, char **argv) {
     if (!strcmp(a, "--tie")) { o->tie = 1; continue; }
     if (!strcmp(a, "--no-graph")) { o->no_graph = 1; continue; }
     if (!strcmp(a, "--bf16-attention")) { o->bf16_attention = 1; continue; }
-    if (!v) usage();
+    if (!v) {
+      flag_unknown(a, v);
+      usage();
+    }
     i++;
     if (!strcmp(a, "--data")) o->data = v;
     else if (!strcmp(a, "--preset")) o->preset = v;
@@ -512,10 +515,13 @@ static void parse(options *o, int argc, char **argv) {
     else if (!strcmp(a, "--seed")) o->seed = flag_i64(a, v);
     else if (!strcmp(a, "--lr")) o->lr = flag_f64(a, v);
     else if (!strcmp(a, "--min-lr")) o->min_lr = flag_f64(a, v);
-    else if (!strcmp(a, "--weight-decay")) o->weight_decay = flag_f64(a, v);
+    else if (!strcmp(a, "--weight-decay")) o->weight_decay = flag_min_f64(a, v, 0, 0);
     else if (!strcmp(a, "--clip")) o->clip = flag_f64(a, v);
     else if (!strcmp(a, "--temperature")) o->temperature = flag_f64(a, v);
-    else usage();
+    else {
+      flag_unknown(a, v);
+      usage();
+    }
   }
   if (o->batch < 1 || o->steps < 1 || o->eval_every < 1 || o->eval_batches < 1 || o->ckpt_every < 1 ||
       o->sample_chars < 0 || o->top_k < 0 || o->warmup < 0 || o->lr <= 0 || o->min_lr < 0 || o->clip <= 0 ||

@@ -49,6 +49,13 @@ static inline void *xmalloc(size_t n) {
   return p;
 }
 
+/* Names an argument the demo does not take before its usage line: "--bogus" is unknown;
+ * v NULL (the last argument) may also be a flag missing its value. */
+static inline void flag_unknown(const char *a, const char *v) {
+  if (v) fprintf(stderr, "%s: unknown option %s\n", DEMO_NAME, a);
+  else fprintf(stderr, "%s: %s is unknown or needs a value\n", DEMO_NAME, a);
+}
+
 /* The value v of the numeric flag `flag`: the whole string must be a number, else the demo
  * exits 1 naming both ("--steps wants an integer, got '12x'"), where atoi/atof would read 12
  * or 0 and go on. flag_range and flag_min_f64 also check a range. */

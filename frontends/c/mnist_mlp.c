@@ -94,10 +94,12 @@ int main(int argc, char **argv) {
     if (used) { i += used - 1; continue; }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
     if (!strcmp(a, "--no-graph")) { no_graph = 1; continue; }
-    if (!v) usage();
+    if (!v || (strcmp(a, "--optim") && strcmp(a, "--momentum"))) {
+      flag_unknown(a, v);
+      usage();
+    }
     if (!strcmp(a, "--optim")) optim = v;
-    else if (!strcmp(a, "--momentum")) momentum = flag_min_f64(a, v, 0, 0);
-    else usage();
+    else momentum = flag_min_f64(a, v, 0, 0);
     i++;
   }
   if (strcmp(optim, "sgd") && strcmp(optim, "adam")) die("--optim must be sgd or adam, got ", optim);

@@ -94,12 +94,19 @@ static inline void mnist_train_parse(mnist_train_options *t, int argc, char **ar
       t->no_graph = 1;
       continue;
     }
-    if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
+    if (!v) {
+      flag_unknown(a, v);
+      usage();
+    }
     if (!strcmp(a, "--optim")) t->optim = v;
     else if (!strcmp(a, "--momentum")) t->momentum = flag_min_f64(a, v, 0, 0);
     else if (!strcmp(a, "--device")) t->device = v;
     else if (!strcmp(a, "--lr-decay-epoch")) t->lr_decay_epoch = (int)flag_range(a, v, 0, 1000000);
-    else usage();
+    else {
+      flag_unknown(a, v);
+      usage();
+    }
     i++;
   }
   if (strcmp(t->optim, "sgd") && strcmp(t->optim, "adam")) die("--optim must be sgd or adam, got ", t->optim);

@@ -298,7 +298,10 @@ int main(int argc, char **argv) {
 
   for (i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) usage();
+    if (!v) {
+      flag_unknown(a, v);
+      usage();
+    }
     if (!strcmp(a, "--device")) {
       if (!strcmp(v, "cpu")) dev = MT_CPU;
       else if (!strcmp(v, "cuda")) dev = MT_CUDA;
@@ -312,6 +315,7 @@ int main(int argc, char **argv) {
       runs = flag_int(a, v);
       if (runs < 1 || runs > MAX_RUNS) die("--runs must be 1..64, got ", v);
     } else {
+      flag_unknown(a, v);
       usage();
     }
     i++;

@@ -231,7 +231,11 @@ int main(int argc, char **argv) {
       no_graph = 1;
       continue;
     }
-    if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) usage();
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
+    if (!v) {
+      flag_unknown(a, v);
+      usage();
+    }
     if (!strcmp(a, "--data")) path = v;
     else if (!strcmp(a, "--epochs")) s.epochs = flag_int(a, v);
     else if (!strcmp(a, "--batch")) s.batch = flag_range(a, v, 1, 1 << 20);
@@ -241,7 +245,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--limit")) limit = flag_range(a, v, 0, LLONG_MAX);
     else if (!strcmp(a, "--seed")) s.seed = flag_i64(a, v);
     else if (!strcmp(a, "--csv")) csv = v;
-    else usage();
+    else {
+      flag_unknown(a, v);
+      usage();
+    }
     i++;
   }
   if (s.epochs < 1 || s.batch < 1) die("--epochs and --batch must be >= 1", NULL);

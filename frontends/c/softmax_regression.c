@@ -203,6 +203,7 @@ int main(int argc, char **argv) {
     if (used) { i += used - 1; continue; }
     if (!strcmp(a, "--autograd")) { use_autograd = 1; continue; }
     if (!strcmp(a, "--no-graph")) { no_graph = 1; continue; }
+    if (strcmp(a, "-h") && strcmp(a, "--help")) flag_unknown(a, v);
     usage();
   }
   if (o.batch < 1 || o.epochs < 1) die("--batch and --epochs must be >= 1", NULL);

@@ -227,6 +227,10 @@ class CharGPT(unittest.TestCase):
         p = self.run_demo(*(BASE[:4] + ["--steps", "4", "--eval-every", "2", "--eval-batches", "1", "--csv", "",
                                         "--checkpoint", "", "--sample-chars", "0", "--lr", "1e300"]), expect_rc=1)
         self.assertIn("the validation loss is not finite", p.stderr)
+        p = self.run_demo("--bogus", "1", expect_rc=2)
+        self.assertIn("char_gpt: unknown option --bogus", p.stderr)
+        p = self.run_demo("--weight-decay", "-5", expect_rc=1)  # before the corpus, not at the optimizer
+        self.assertIn("char_gpt: --weight-decay must be >= 0, got -5", p.stderr)
         p = self.run_demo("--steps", "12x", expect_rc=1)
         self.assertIn("char_gpt: --steps wants an integer, got '12x'", p.stderr)
         p = self.run_demo("--lr", "3e-4.5", expect_rc=1)

@@ -213,6 +213,15 @@ class DataDemos(unittest.TestCase):
                 self.assertIn("%s: %s" % (name, want % (flag, value)), p.stderr)
                 self.assertNotIn("epoch", p.stdout)
 
+    def test_unknown_options_are_named(self):
+        for name, args, want in (("mnist_mlp", ["--bogus", "1"], "unknown option --bogus"),
+                                 ("softmax_regression", ["--autograd", "--bogus"], "--bogus is unknown or needs a value"),
+                                 ("sales", ["--epochs"], "--epochs is unknown or needs a value")):
+            with self.subTest(demo=name, args=args):
+                p = self.run_demo(name, *args, expect_rc=2)
+                self.assertIn("%s: %s" % (name, want), p.stderr)
+                self.assertIn("usage: %s" % name, p.stderr)
+
     def test_sales_opens_its_metrics_before_training(self):
         blocker = os.path.join(self.tmp, "a_file")
         with open(blocker, "w") as f:
