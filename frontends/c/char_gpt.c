@@ -41,7 +41,7 @@
  *                   with --temperature (default 0.8; 0 is greedy) and --top-k (default 40; 0 for all).
  *   --parity DIR    no training: the check against PyTorch of tests/gpu/test_gpt_parity.py (see parity()).
  *   numbers         a flag's value must be wholly a number in its range (--batch 1..2^20, --context,
- *                   --heads, --d-model 1..65536, --layers 0..1024, --sample-chars 0..2^30), else the
+ *                   --heads, --d-model 1..65536, --layers 0..16, --sample-chars 0..2^30), else the
  *                   program stops before reading the corpus; so does --min-lr above --lr. A run whose
  *                   final validation loss is not finite (it diverged) ends with status 1.
  *   --no-graph      on CUDA the whole step (zero_grad, forward, loss, backward, clipping, both AdamW
@@ -498,7 +498,7 @@ static void parse(options *o, int argc, char **argv) {
     else if (!strcmp(a, "--resume")) o->resume = v;
     else if (!strcmp(a, "--parity")) o->parity = v;
     else if (!strcmp(a, "--prompt")) o->prompt = v;
-    else if (!strcmp(a, "--layers")) o->layers = flag_range(a, v, 0, 1024);
+    else if (!strcmp(a, "--layers")) o->layers = flag_range(a, v, 0, GPT_MAX_LAYERS);
     else if (!strcmp(a, "--heads")) o->heads = flag_range(a, v, 1, 65536);
     else if (!strcmp(a, "--d-model")) o->d_model = flag_range(a, v, 1, 65536);
     else if (!strcmp(a, "--context")) o->context = flag_range(a, v, 1, 65536);

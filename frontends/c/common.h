@@ -22,7 +22,8 @@
   do {                                                                                                   \
     mt_status s_ = (call);                                                                               \
     if (s_ != MT_OK) {                                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, mt_status_string(s_), mt_last_error());   \
+      const char *m_ = mt_last_error(); /* empty when the status came from the demo's own code */      \
+      fprintf(stderr, "%s:%d: %s%s%s\n", __FILE__, __LINE__, mt_status_string(s_), *m_ ? ": " : "", m_); \
       exit(1);                                                                                           \
     }                                                                                                    \
   } while (0)

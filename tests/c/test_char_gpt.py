@@ -210,7 +210,7 @@ class CharGPT(unittest.TestCase):
         self.assertIn("not in the corpus: XYZ", p.stderr)
         self.assertNotIn("train loss", p.stdout)  # refused before training, not after it
         for flag, value, want in (("--heads", "0", "--heads must be 1..65536, got 0"),
-                                  ("--layers", "-5", "--layers must be 0..1024, got -5"),
+                                  ("--layers", "-5", "--layers must be 0..16, got -5"),
                                   ("--batch", "1152921504606846977", "--batch must be 1..1048576"),
                                   ("--sample-chars", "2305843009213693951", "--sample-chars must be 0..1073741824"),
                                   ("--max-chars", "-5", "--max-chars must be 0.."),
