@@ -172,6 +172,8 @@ def main():
     args = ap.parse_args()
     with open(args.header) as f:
         text = generate(f.read())
+    if args.check and args.output == "-":
+        ap.error("--check compares with a file: give -o PATH, not -o -")
     if args.check:
         try:
             with open(args.output) as f:
