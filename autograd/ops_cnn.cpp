@@ -123,6 +123,12 @@ Ref conv2d(const Ref &x, const Ref &w, const Ref &bias, int64_t stride_h, int64_
            (long long)pad_w);
   MT_CHECK(w->shape[2] > 0 && w->shape[3] > 0, INVALID_ARGUMENT, "kernel size must be positive, w is %s",
            shape_str(w->shape).c_str());
+  const int64_t kMaxParam = 0x7fffffff;  // cuDNN's int; keeps the output-size arithmetic in int64
+  MT_CHECK(stride_h <= kMaxParam && stride_w <= kMaxParam && pad_h <= kMaxParam && pad_w <= kMaxParam &&
+               dil_h <= kMaxParam && dil_w <= kMaxParam && w->shape[2] <= kMaxParam && w->shape[3] <= kMaxParam,
+           INVALID_ARGUMENT, "stride (%lld, %lld), padding (%lld, %lld), dilation (%lld, %lld) and the kernel %s must "
+           "be at most 2^31 - 1", (long long)stride_h, (long long)stride_w, (long long)pad_h, (long long)pad_w,
+           (long long)dil_h, (long long)dil_w, shape_str(w->shape).c_str());
   std::vector<int64_t> p = {stride_h, stride_w, pad_h, pad_w, dil_h, dil_w};
   const int64_t eff_r = dil_h * (w->shape[2] - 1) + 1, eff_s = dil_w * (w->shape[3] - 1) + 1;
   MT_CHECK(eff_r <= x->shape[2] + 2 * pad_h && eff_s <= x->shape[3] + 2 * pad_w, SHAPE,

@@ -74,6 +74,10 @@ static void register_tensor(const Tensor *t) {
 Ref make_tensor(const Shape &shape, DType dtype, Device device) {
   for (int64_t d : shape) MT_CHECK(d >= 0, INVALID_ARGUMENT, "negative size in shape %s", shape_str(shape).c_str());
   MT_CHECK(shape.size() <= (size_t)kMaxDims, SHAPE, "at most %d dims are supported, got %zu", kMaxDims, shape.size());
+  // an op's result from sizes that multiply past 2^60 (a convolution's padding, say) cannot be
+  // allocated, and its byte count would wrap
+  MT_CHECK(shape_fits(shape), OUT_OF_MEMORY, "a tensor of shape %s would hold more than 2^60 elements",
+           shape_str(shape).c_str());
   int64_t nbytes = shape_numel(shape) * dtype_size(dtype);
   Backend &be = backend_for(device);
   void *p = be.alloc(nbytes);

@@ -339,6 +339,16 @@ TEST_CASE("convolutional ops: error codes and messages") {
   CHECK(has("padding must be >= 0"));
   CHECK(mt_conv2d_ex(&out, x, w, nullptr, 1, 1, 0, 0, 1, 0) == MT_ERR_INVALID_ARGUMENT);
   CHECK(has("mt_conv2d_ex: dilation must be positive"));
+  // sizes whose arithmetic would overflow: a padding of 2^62 (2 x it wraps), a dilation of 2^40
+  CHECK(mt_conv2d(&out, x, w, nullptr, 1, int64_t(1) << 62) == MT_ERR_INVALID_ARGUMENT);
+  CHECK(has("must be at most 2^31 - 1"));
+  CHECK(mt_conv2d_ex(&out, x, w, nullptr, 1, 1, 0, 0, int64_t(1) << 40, 1) == MT_ERR_INVALID_ARGUMENT);
+  // within the limits, an output past 2^60 elements is refused before any allocation: a
+  // padding of 2^31 - 1 makes 2 x 4 x (2^32 - 3)^2, about 2^67
+  CHECK(mt_conv2d(&out, x, w, nullptr, 1, 0x7fffffff) == MT_ERR_OUT_OF_MEMORY);
+  CHECK(has("mt_conv2d: a tensor of shape [2,4,"));
+  CHECK(has("would hold more than 2^60 elements"));
+  CHECK(out == nullptr);
   CHECK(mt_conv2d(&out, x32, w, nullptr, 1, 0) == MT_ERR_DTYPE);
   CHECK(has("dtypes differ: x is float32, w is float64"));
   CHECK(mt_conv2d(&out, nullptr, w, nullptr, 1, 0) == MT_ERR_INVALID_ARGUMENT);
