@@ -133,7 +133,11 @@ class HeaderSyncTest(TestCase):
             if name in lib.missing:
                 continue                      # reported by test_library_exports_every_function
             fn = getattr(lib, name)
-            self.assertEqual(tuple(fn.argtypes), tuple(params), name)
+            # int64_t and const char * parameters are bound through checked conversions
+            self.assertEqual(tuple(fn.argtypes), _lib.bound_params(params), name)
+            self.assertEqual(len(fn.argtypes), len(params), name)
+            for p, b in zip(params, fn.argtypes):
+                self.assertTrue(b is p or issubclass(b, p), (name, p, b))
             if res is _lib.STATUS:
                 self.assertIs(fn.restype, c_int32, name)
                 self.assertIsNotNone(fn.errcheck, name)

@@ -72,6 +72,14 @@ class SaveLoadTest(TempDir):
         with self.assertRaises(RuntimeError) as cm:       # MT_ERR_IO
             mt.load(self.path("missing.safetensors"))
         self.assertIn("missing.safetensors", str(cm.exception))
+        # a NUL inside a path or a name: C would stop there (x\0y.st wrote the file x)
+        import ctypes
+        with self.assertRaises((ValueError, ctypes.ArgumentError)) as cm:
+            mt.save({"a": mt.ones(2)}, self.path("x\0y.st"))
+        self.assertIn("NUL", str(cm.exception))
+        with self.assertRaises(ValueError):
+            mt.save({"a\0b": mt.ones(2)}, self.path("ab.st"))
+        self.assertEqual(sorted(os.listdir(self.dir)), [])  # nothing written
 
 
 @unittest.skipUnless(HAVE_OPTIM_STATE, "the library does not export mt_optim_save / mt_optim_load yet")

@@ -77,6 +77,32 @@ class FactoryTest(TestCase):
         with self.assertRaises(OverflowError):
             mt.tensor([256], dtype=mt.uint8)
 
+    def test_ints_beyond_int64_are_refused(self):
+        # ctypes' c_int64 keeps the low 64 bits: 2**64 + 3 was a size of 3, 2**64 dim 0
+        import ctypes
+        for make in (lambda: mt.zeros(2 ** 64 + 3), lambda: mt.ones(6).reshape(2 ** 64 - 1),
+                     lambda: mt.ones(2).view(-(2 ** 63) - 1)):
+            with self.assertRaises(OverflowError):
+                make()
+        t = mt.ones(3, 4)
+        for op in (lambda: t.sum(2 ** 64), lambda: t.softmax(2 ** 64 + 1), lambda: mt.randperm(2 ** 64 + 5),
+                   lambda: t.transpose(0, 2 ** 64 + 1)):
+            with self.assertRaises((OverflowError, ctypes.ArgumentError)) as cm:
+                op()
+            self.assertIn("does not fit int64", str(cm.exception))
+        self.assertEqual(t.sum(1).tolist(), [4.0, 4.0, 4.0])  # in range: as before
+        self.assertEqual(mt.zeros(2 ** 3).shape, (8,))
+
+    def test_pickles_whose_bytes_do_not_match_their_shape(self):
+        t = mt.arange(6.0).reshape(2, 3)
+        self.assertEqual(pickle.loads(pickle.dumps(t)).tolist(), t.tolist())
+        p = pickle.dumps(mt.zeros(4))
+        bad = p.replace(b"K\x04\x85", b"J" + struct.pack("<i", 10 ** 8) + b"\x85")  # shape (10**8,), 16 bytes
+        self.assertNotEqual(bad, p)
+        with self.assertRaises(ValueError) as cm:  # the library would read 4e8 bytes from a 16-byte buffer
+            pickle.loads(bad)
+        self.assertIn("16 bytes cannot hold a float32 tensor of shape [100000000]", str(cm.exception))
+
     def test_tensor_from_buffers(self):
         t = mt.tensor(array.array("f", [1.0, 2.5, -3.0]))
         self.assertIs(t.dtype, mt.float32)

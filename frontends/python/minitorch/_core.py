@@ -39,6 +39,9 @@ def _new_as(fn, dt, x, *rest, _object_new=object.__new__):
 
 def _int64_array(values):
     n = len(values)
+    for v in values:  # c_int64 would keep the low 64 bits of a larger int
+        if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
+            raise OverflowError("%d does not fit int64" % v)
     return ((c_int64 * n)(*values) if n else None), n
 
 

@@ -79,6 +79,13 @@ def _finish(t, requires_grad):
 
 
 def _from_bytes(raw, shape, dtype, device):
+    numel = 1
+    for d in shape:
+        numel *= d
+    nbytes = memoryview(raw).nbytes
+    if nbytes != numel * dtype.itemsize:  # the library reads numel x itemsize bytes from raw
+        raise ValueError("%d bytes cannot hold a %s tensor of shape %s (%d bytes)"
+                         % (nbytes, dtype.name, list(shape), numel * dtype.itemsize))
     dims, n = _int64_array(tuple(shape))
     return _new(lib.mt_tensor_from_data, raw, dims, n, dtype.code, device.code)
 

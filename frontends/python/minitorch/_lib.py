@@ -28,6 +28,37 @@ ABI_VERSION = 1  # MT_ABI_VERSION of abi/minitorch.h this package speaks
 # C types as ctypes sees them.
 STATUS = "mt_status"     # c_int32 result checked by errcheck
 I64 = c_int64            # int64_t
+
+
+class I64ARG(c_int64):
+    """How an int64_t parameter is bound: ctypes' c_int64 keeps the low 64 bits of a Python int
+    (2**64 + 3 passes as 3), so a value outside int64 raises OverflowError instead (through
+    ctypes.ArgumentError, which names the argument)."""
+
+    @classmethod
+    def from_param(cls, value):
+        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+            raise OverflowError("%d does not fit int64_t" % value)
+        return c_int64.from_param(value)
+
+
+def bound_params(params):
+    """The argtypes a SIGNATURES row is bound with: int64_t through I64ARG, const char *
+    through STRARG (checked conversions), the rest as declared."""
+    return tuple(I64ARG if p is I64 else STRARG if p is STR else p for p in params)
+
+
+class STRARG(c_char_p):
+    """How a const char * parameter is bound: C would read up to the first NUL byte, so a path
+    or name with one inside ('x\\0y') raises ValueError, as Python's open() does, instead of
+    naming the file x."""
+
+    @classmethod
+    def from_param(cls, value):
+        if isinstance(value, bytes) and b"\0" in value:
+            raise ValueError("embedded NUL byte in %r" % value)
+        return c_char_p.from_param(value)
+
 F64 = c_double           # double
 ENUM = c_int32           # mt_dtype, mt_device, mt_status parameters (int32-sized enums)
 STR = c_char_p           # const char * (results owned by the library; parameters borrowed)
@@ -244,7 +275,7 @@ class Library:
                 self.missing.append(name)
                 setattr(self, name, _missing_function(name, path))
                 continue
-            fn.argtypes = params
+            fn.argtypes = bound_params(params)
             if result is STATUS:
                 fn.restype = c_int32
                 fn.errcheck = errcheck

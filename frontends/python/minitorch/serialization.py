@@ -35,6 +35,8 @@ def save(obj, f):
         if not isinstance(k, str) or not isinstance(v, Tensor):
             raise TypeError("minitorch.save: every entry must be str -> Tensor, got %s -> %s"
                             % (type(k).__name__, type(v).__name__))
+        if "\0" in k:  # C would end the name there
+            raise ValueError("minitorch.save: the name %r has a NUL character" % k)
     n = len(items)
     names = (c_char_p * max(n, 1))(*[k.encode("utf-8") for k, _ in items])
     tensors = (c_void_p * max(n, 1))(*[v._h for _, v in items])
