@@ -4,7 +4,10 @@
 // Export: a heap Export holds the DLManagedTensor, its shape and strides arrays and a
 // view (a tensor handle) on the storage; the consumer's call of the deleter deletes it,
 // which releases the view. Import: a Storage that does not own its memory and whose
-// on_release calls the producer's deleter when the last tensor on it goes.
+// on_release calls the producer's deleter when the last tensor on it goes; or, for one of
+// our own exports, the exported tensor's storage, the export ended at once (so that
+// re-importing in a loop does not nest each export in the next, whose deleters would then
+// run recursively, one stack frame per round trip, when the last tensor goes).
 #include "minitorch.h"
 
 #include <memory>
@@ -123,6 +126,15 @@ MT_API mt_status mt_tensor_from_dlpack(mt_tensor **out, void *managed) {
     }
     MT_CHECK(dl.data || n == 0, INVALID_ARGUMENT, "data is NULL for shape %s", shape_str(shape).c_str());
     void *data = (char *)dl.data + dl.byte_offset;
+    if (m->deleter == export_deleter && m->manager_ctx) {
+      const Export *ex = static_cast<const Export *>(m->manager_ctx);
+      const Ref &v = ex->view;
+      if (data == v->data() && dt == v->dtype && shape == v->shape) {
+        Ref r = tensor_from_storage(v->storage, v->offset, shape, dt);
+        m->deleter(m);  // the import holds the storage itself now
+        return r;
+      }
+    }
     // The producer's stream is not ordered with ours: wait for everything on the device.
     if (dev == Device::CUDA) backend_for(dev).synchronize_device();
     Ref r = tensor_from_storage(std::make_shared<Storage>(data, n * dtype_size(dt), dev, false), 0, shape, dt);
