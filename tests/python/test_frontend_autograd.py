@@ -90,6 +90,20 @@ class HandDerivedTest(TestCase):
         self.assertClose(x.grad, [2.0, 2.0, 12.0], rtol=1e-14)
         with self.assertRaises(ValueError):
             (leaf([1.0, 2.0]) * 2).backward()       # more than one element, no gradient given
+        # the gradient must have the output's shape (it was broadcast: [2, 3] gave x.grad 2x)
+        x = leaf([1.0, 2.0, 3.0])
+        for g in (mt.ones(2, 3, dtype=mt.float64), mt.tensor(1.0, dtype=mt.float64)):
+            with self.assertRaises(RuntimeError) as cm:
+                (x * 2).backward(g)
+            self.assertIn("mismatch in shape", str(cm.exception))
+        with self.assertRaises(TypeError):
+            (x * 2).backward([1.0, 1.0, 1.0])
+        mt.autograd.clear_tape()
+        self.assertIsNone(x.grad)
+        g = mt.tensor([1.0, 1.0, 1.0], dtype=mt.float64, requires_grad=True)
+        (x * 2).backward(g)
+        self.assertClose(x.grad, [2.0, 2.0, 2.0], rtol=1e-14)
+        self.assertIsNone(g.grad)                   # a constant of the product, as in torch
 
 
 class NumericGradTest(TestCase):

@@ -382,6 +382,20 @@ class IndexingTest(TestCase):
         self.assertEqual([row.tolist() for row in t], a)
         self.assertEqual(t[mt.tensor(2)].tolist(), a[2])
 
+    def test_first_dim_slices_are_views(self):
+        # a slice of the first dim shares storage as in torch, also when the later dims are
+        # given whole (t[0:2] expanded to t[0:2, :] had become a copy, and writes were lost)
+        for index, rows in ((slice(0, 2), [0, 1]), (slice(1, 3), [1, 2]), (slice(None), [0, 1, 2]),
+                            (Ellipsis, [0, 1, 2]), ((slice(1, 3), slice(None)), [1, 2]), (1, [1])):
+            with self.subTest(index=index):
+                t = mt.tensor(self.a)
+                v = t[index]
+                self.assertEqual(v.data_ptr(), t.data_ptr() + rows[0] * 4 * t.element_size())
+                v.fill_(-1.0)
+                self.assertEqual(t.tolist(), [[-1.0] * 4 if r in rows else self.a[r] for r in range(3)])
+        t = mt.tensor(self.a)
+        self.assertNotEqual(t[:, 1:3].data_ptr(), t.data_ptr())  # a part of a later dim is a copy
+
     def test_index_errors(self):
         t = self.t
         with self.assertRaises(IndexError):

@@ -120,7 +120,10 @@ class IndexingMixin:
                 start, stop, step = idx.indices(out.shape[d])
                 if step <= 0:
                     raise ValueError("step must be greater than zero")
-                if step == 1:
+                if step == 1 and d > 0 and start == 0 and stop >= out.shape[d]:
+                    pass  # the whole of a later dim: nothing to do (slicing it would copy, and
+                    # t[0:2] or t[...] would stop being a view of t)
+                elif step == 1:
                     out = _new(lib.mt_slice, out, d, start, max(start, stop))
                 else:
                     out = _select(out, d, _as_index_tensor(range(start, stop, step), out.device))

@@ -752,9 +752,15 @@ class Tensor(IndexingMixin, InplaceMixin):
         if gradient is None:
             lib.mt_backward(self)
             return
+        if not isinstance(gradient, Tensor):
+            raise TypeError("backward: gradient must be a Tensor, got %s" % type(gradient).__name__)
+        if tuple(gradient.shape) != tuple(self.shape):  # as torch: no broadcasting of the gradient
+            raise RuntimeError("backward: mismatch in shape: gradient has shape %s and the output %s"
+                               % (list(gradient.shape), list(self.shape)))
         with enable_grad():
-            # d/dx sum(self * gradient) is the vector-Jacobian product with gradient.
-            lib.mt_backward((self * gradient).sum())
+            # d/dx sum(self * gradient) is the vector-Jacobian product with gradient; the
+            # gradient is a constant of it (detached: it gets no .grad of its own)
+            lib.mt_backward((self * gradient.detach()).sum())
 
 
 _INT_RANGE = {"uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
