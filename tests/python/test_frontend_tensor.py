@@ -465,6 +465,22 @@ class LifetimeTest(TestCase):
 
 
 class InplaceTest(TestCase):
+    def test_fills_of_every_dtype(self):
+        # a number written over a tensor of any dtype (broadcasting it through mt_add took
+        # floating dtypes only: int64 fill_ raised "mt_add: a must be a floating tensor")
+        for dt, value in ((mt.int64, 7), (mt.int32, -3), (mt.uint8, 200), (mt.float16, 1.5), (mt.float32, 0.25),
+                          (mt.float64, 2.5)):
+            with self.subTest(dtype=dt.name):
+                t = mt.zeros(2, 3, dtype=dt, device=DEVICE)
+                t.fill_(value)
+                self.assertEqual(t.tolist(), [[value] * 3] * 2)
+                t[1] = 1
+                self.assertEqual(t.tolist(), [[value] * 3, [1] * 3])
+                t[:] = 4
+                self.assertEqual(t.tolist(), [[4] * 3] * 2)
+                t.zero_()
+                self.assertEqual(t.tolist(), [[0] * 3] * 2)
+
     def test_inplace_arithmetic(self):
         t = mt.tensor([1.0, 2.0, 3.0])
         p = t.data_ptr()

@@ -32,6 +32,11 @@ class InplaceMixin:
                             % (src.dtype.name, self.dtype.name))
         shape = tuple(self.shape if region is None else region)
         src = src.to(self.device, self.dtype)
+        if tuple(src.shape) != shape and src.numel() == 1:
+            # one value (fill_, zero_, t[i] = 5): made at the shape by mt_tensor_full, which takes
+            # every dtype; mt_add below broadcasts floating dtypes only
+            dims, n = _int64_array(shape)
+            src = _new(lib.mt_tensor_full, dims, n, float(src.item()), self.dtype.code, self.device.code)
         if tuple(src.shape) != shape:
             dims, n = _int64_array(shape)
             zeros = _new(lib.mt_tensor_zeros, dims, n, self.dtype.code, self.device.code)
