@@ -80,6 +80,12 @@ class SaveLoadTest(TempDir):
         with self.assertRaises(ValueError):
             mt.save({"a\0b": mt.ones(2)}, self.path("ab.st"))
         self.assertEqual(sorted(os.listdir(self.dir)), [])  # nothing written
+        # a name longer than the first name buffer (4096 bytes) loads as it was saved
+        long_name = "w" * 5000 + ".é"
+        mt.save({long_name: mt.arange(3.0), "b": mt.ones(1)}, self.path("long.st"))
+        back = mt.load(self.path("long.st"))
+        self.assertEqual(list(back), [long_name, "b"])
+        self.assertEqual(back[long_name].tolist(), [0.0, 1.0, 2.0])
 
 
 @unittest.skipUnless(HAVE_OPTIM_STATE, "the library does not export mt_optim_save / mt_optim_load yet")

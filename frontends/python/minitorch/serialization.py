@@ -48,10 +48,16 @@ def names(f):
     path = _path(f)
     count = c_int64()
     lib.mt_safetensors_count(path, byref(count))
-    buf = create_string_buffer(_NAME_CAP)
+    cap = _NAME_CAP
+    buf = create_string_buffer(cap)
+    name_of = lib.unchecked("mt_safetensors_name")
     out = []
     for i in range(count.value):
-        lib.mt_safetensors_name(path, i, buf, _NAME_CAP)
+        # a name longer than the buffer (save takes any): grow it, up to 16 MiB
+        while name_of(path, i, buf, cap) != 0 and cap < (1 << 24):
+            cap *= 4
+            buf = create_string_buffer(cap)
+        lib.mt_safetensors_name(path, i, buf, cap)  # raises what is still wrong
         out.append(buf.value.decode("utf-8"))
     return out
 
