@@ -93,6 +93,14 @@ class FactoryTest(TestCase):
         self.assertEqual(t.sum(1).tolist(), [4.0, 4.0, 4.0])  # in range: as before
         self.assertEqual(mt.zeros(2 ** 3).shape, (8,))
 
+    def test_dtype_arguments_must_be_dtypes(self):
+        for make in (lambda: mt.zeros(3, dtype="float32"), lambda: mt.tensor([1], dtype=float),
+                     lambda: mt.full((2,), 1, dtype="x"), lambda: mt.arange(3, dtype=int),
+                     lambda: mt.rand(2, dtype="float64"), lambda: mt.randperm(3, dtype=int)):
+            with self.assertRaises(TypeError) as cm:  # was AttributeError: 'str' object has no attribute 'code'
+                make()
+            self.assertIn("dtype must be a minitorch dtype", str(cm.exception))
+
     def test_pickles_whose_bytes_do_not_match_their_shape(self):
         t = mt.arange(6.0).reshape(2, 3)
         self.assertEqual(pickle.loads(pickle.dumps(t)).tolist(), t.tolist())

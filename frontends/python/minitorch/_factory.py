@@ -68,8 +68,15 @@ def initial_seed():
 # -------------------------------------------------------------- factories
 
 
+def _checked_dtype(dtype):
+    """dtype itself when it is None or a minitorch dtype; TypeError otherwise ('float32', float)."""
+    if dtype is not None and not isinstance(dtype, D.dtype):
+        raise TypeError("dtype must be a minitorch dtype such as minitorch.float32, got %r" % (dtype,))
+    return dtype
+
+
 def _float_dtype(dtype):
-    return D.get_default_dtype() if dtype is None else dtype
+    return D.get_default_dtype() if _checked_dtype(dtype) is None else dtype
 
 
 def _finish(t, requires_grad):
@@ -97,6 +104,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     dtype defaults as torch: any float -> the default float dtype (float32), integers ->
     int64, only bools -> uint8 (minitorch has no bool dtype); buffers keep their type."""
     dev = D.as_device(device)
+    _checked_dtype(dtype)
     if isinstance(data, Tensor):
         with no_grad():
             t = data.detach().to(dev, dtype).clone()
@@ -142,7 +150,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """dtype follows fill_value when not given: bool -> uint8, int -> int64, float -> default."""
-    if dtype is None:
+    if _checked_dtype(dtype) is None:
         if isinstance(fill_value, bool):
             dtype = D.uint8
         elif isinstance(fill_value, numbers.Integral):
@@ -177,7 +185,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must be nonzero")
-    if dtype is None:
+    if _checked_dtype(dtype) is None:
         ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = D.int64 if ints else D.get_default_dtype()
     for v in (start, end, step):
@@ -192,7 +200,7 @@ def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (int64; mt_randperm)."""
     gen = default_generator if generator is None else generator
     t = _new(lib.mt_randperm, int(n), gen.next_seed(), D.as_device(device).code)
-    if dtype is not None and dtype is not t.dtype:
+    if _checked_dtype(dtype) is not None and dtype is not t.dtype:
         t = _new(lib.mt_tensor_cast, t, dtype.code)
     return _finish(t, requires_grad)
 
