@@ -28,6 +28,15 @@ ABI_VERSION = 1  # MT_ABI_VERSION of abi/minitorch.h this package speaks
 # C types as ctypes sees them.
 STATUS = "mt_status"     # c_int32 result checked by errcheck
 I64 = c_int64            # int64_t
+F64 = c_double           # double
+ENUM = c_int32           # mt_dtype, mt_device, mt_status parameters (int32-sized enums)
+STR = c_char_p           # const char * (results owned by the library; parameters borrowed)
+PTR = c_void_p           # mt_tensor *, mt_optimizer *, void * (borrowed handles and buffers)
+PPTR = POINTER(c_void_p) # mt_tensor **out, mt_optimizer **out, void **out, mt_tensor *const *
+PI64 = POINTER(c_int64)  # int64_t * (shape, perm, out)
+PF64 = POINTER(c_double) # double *out
+PENUM = POINTER(c_int32) # mt_dtype *out, mt_device *out
+PSTR = POINTER(c_char_p) # const char *const * (borrowed arrays of strings)
 
 
 class I64ARG(c_int64):
@@ -59,15 +68,6 @@ class STRARG(c_char_p):
             raise ValueError("embedded NUL byte in %r" % value)
         return c_char_p.from_param(value)
 
-F64 = c_double           # double
-ENUM = c_int32           # mt_dtype, mt_device, mt_status parameters (int32-sized enums)
-STR = c_char_p           # const char * (results owned by the library; parameters borrowed)
-PTR = c_void_p           # mt_tensor *, mt_optimizer *, void * (borrowed handles and buffers)
-PPTR = POINTER(c_void_p) # mt_tensor **out, mt_optimizer **out, void **out, mt_tensor *const *
-PI64 = POINTER(c_int64)  # int64_t * (shape, perm, out)
-PF64 = POINTER(c_double) # double *out
-PENUM = POINTER(c_int32) # mt_dtype *out, mt_device *out
-PSTR = POINTER(c_char_p) # const char *const * (borrowed arrays of strings)
 
 # (name, result, (parameters...)) in header order.
 SIGNATURES = (
