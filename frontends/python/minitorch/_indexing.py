@@ -150,7 +150,7 @@ class IndexingMixin:
     def __setitem__(self, index, value):
         """t[i] = v, t[a:b] = v (first dim, step 1), t[...] = v, t[:] = v: value (a number or
         a tensor, broadcast) is written into the rows in place."""
-        from ._core import _is_scalar, _scalar_tensor
+        from ._core import _is_scalar
         idx = _single(index)
         if _is_mask(idx):
             return self._mask_fill(idx, value)
@@ -173,8 +173,7 @@ class IndexingMixin:
                                       "(first dim); other forms need a scatter op in the C ABI")
         if _is_scalar(value):
             self._check_inplace()
-            with no_grad():
-                src = _scalar_tensor(value, self)
+            src = value  # _write makes it at the region's shape
         elif isinstance(value, _core.Tensor):
             self._check_inplace(value)
             src = value

@@ -8,7 +8,7 @@ write through the storage pointer, so views of the same storage see the change."
 import ctypes
 
 from . import _core
-from ._core import _int64_array, _new, _scalar_tensor
+from ._core import _int64_array, _is_scalar, _new
 from ._lib import lib
 from .autograd import is_grad_enabled, no_grad
 
@@ -24,17 +24,21 @@ class InplaceMixin:
                 "wrap the update in `with minitorch.no_grad():`")
 
     def _write(self, src, byte_offset=0, region=None):
-        """Overwrites elements with src broadcast to region (default: the whole tensor),
-        starting byte_offset bytes into this tensor's storage. Views of the same storage
-        see the change. Call with grad mode off."""
+        """Overwrites elements with src, a number or a tensor broadcast to region (default: the
+        whole tensor), starting byte_offset bytes into this tensor's storage. Views of the same
+        storage see the change. Call with grad mode off."""
+        shape = tuple(self.shape if region is None else region)
+        if _is_scalar(src):  # made at the shape by mt_tensor_full: any dtype, nothing read back
+            dims, n = _int64_array(shape)
+            src = _new(lib.mt_tensor_full, dims, n, float(src), self.dtype.code, self.device.code)
         if not self.dtype.is_floating_point and src.dtype.is_floating_point:
             raise TypeError("result type %s can't be cast to the desired output type %s"
                             % (src.dtype.name, self.dtype.name))
-        shape = tuple(self.shape if region is None else region)
         src = src.to(self.device, self.dtype)
-        if tuple(src.shape) != shape and src.numel() == 1:
-            # one value (fill_, zero_, t[i] = 5): made at the shape by mt_tensor_full, which takes
-            # every dtype; mt_add below broadcasts floating dtypes only
+        add_broadcasts = self.dtype.is_floating_point and self.dtype.itemsize >= 4  # float32, float64
+        if tuple(src.shape) != shape and src.numel() == 1 and not add_broadcasts:
+            # a one-element tensor over an integer or half tensor: mt_add below broadcasts
+            # float32/float64 only, so the value is read back and made at the shape
             dims, n = _int64_array(shape)
             src = _new(lib.mt_tensor_full, dims, n, float(src.item()), self.dtype.code, self.device.code)
         if tuple(src.shape) != shape:
@@ -70,7 +74,8 @@ class InplaceMixin:
         return self.fill_(0)
 
     def fill_(self, value):
-        return self._inplace(lambda: _scalar_tensor(value, self))
+        # a number is made at the shape with nothing read back (_write); a tensor value is read
+        return self._inplace(lambda: value if _is_scalar(value) else float(value))
 
     def add_(self, other, alpha=1):
         return self._inplace(lambda: self.add(other, alpha=alpha), other)
