@@ -7,7 +7,7 @@ import operator
 from ctypes import byref, c_int64, c_void_p
 
 from . import _dtype as D
-from ._lib import lib
+from ._lib import I64ARG, lib
 
 # The Tensor class; _tensor.py, which defines it on top of these helpers, sets it.
 Tensor = None
@@ -39,9 +39,8 @@ def _new_as(fn, dt, x, *rest, _object_new=object.__new__):
 
 def _int64_array(values):
     n = len(values)
-    for v in values:  # c_int64 would keep the low 64 bits of a larger int
-        if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
-            raise OverflowError("%d does not fit int64" % v)
+    for v in values:  # c_int64 would keep the low 64 bits of a larger int: the parameters' check
+        I64ARG.from_param(v)
     return ((c_int64 * n)(*values) if n else None), n
 
 
