@@ -515,7 +515,7 @@ static void parse(options *o, int argc, char **argv) {
     else if (!strcmp(a, "--seed")) o->seed = flag_i64(a, v);
     else if (!strcmp(a, "--lr")) o->lr = flag_f64(a, v);
     else if (!strcmp(a, "--min-lr")) o->min_lr = flag_f64(a, v);
-    else if (!strcmp(a, "--weight-decay")) o->weight_decay = flag_min_f64(a, v, 0, 0);
+    else if (!strcmp(a, "--weight-decay")) o->weight_decay = flag_nonneg_f64(a, v);
     else if (!strcmp(a, "--clip")) o->clip = flag_f64(a, v);
     else if (!strcmp(a, "--temperature")) o->temperature = flag_f64(a, v);
     else {

@@ -1,6 +1,6 @@
 /* common.h - what every demo uses: CHECK (print the status and mt_last_error(), exit 1),
  * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for the
- * demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() / flag_min_f64()
+ * demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() / flag_nonneg_f64()
  * for numeric flags. die() and the flag parsers prefix their messages with DEMO_NAME:
  * #define DEMO_NAME "mnist_mlp" before the first #include ("demo" if not). */
 #ifndef MINITORCH_DEMO_COMMON_H
@@ -59,7 +59,7 @@ static inline void flag_unknown(const char *a, const char *v) {
 
 /* The value v of the numeric flag `flag`: the whole string must be a number, else the demo
  * exits 1 naming both ("--steps wants an integer, got '12x'"), where atoi/atof would read 12
- * or 0 and go on. flag_range and flag_min_f64 also check a range. */
+ * or 0 and go on. flag_range and flag_nonneg_f64 also check a range. */
 static inline void flag_die(const char *flag, const char *want, const char *v) {
   fprintf(stderr, "%s: %s wants %s, got '%s'\n", DEMO_NAME, flag, want, v);
   exit(1);
@@ -95,11 +95,11 @@ static inline double flag_f64(const char *flag, const char *v) {
   return x;
 }
 
-/* flag_f64 at least lo (above lo when strict): "--lr must be > 0, got -0.5". */
-static inline double flag_min_f64(const char *flag, const char *v, double lo, int strict) {
+/* flag_f64 at least 0 (rates, momentum, weight decay): "--lr must be >= 0, got -0.5". */
+static inline double flag_nonneg_f64(const char *flag, const char *v) {
   const double x = flag_f64(flag, v);
-  if (strict ? !(x > lo) : !(x >= lo)) {
-    fprintf(stderr, "%s: %s must be %s %g, got %s\n", DEMO_NAME, flag, strict ? ">" : ">=", lo, v);
+  if (x < 0) {
+    fprintf(stderr, "%s: %s must be >= 0, got %s\n", DEMO_NAME, flag, v);
     exit(1);
   }
   return x;

@@ -93,7 +93,7 @@ static inline int mnist_option(mnist_options *o, const char *flag, const char *v
   if (!strcmp(flag, "--standardize")) { o->standardize = 1; return 1; }
   if (!value) return 0;
   if (!strcmp(flag, "--data")) o->dir = value;
-  else if (!strcmp(flag, "--lr")) o->lr = flag_min_f64(flag, value, 0, 0);
+  else if (!strcmp(flag, "--lr")) o->lr = flag_nonneg_f64(flag, value);
   else if (!strcmp(flag, "--epochs")) o->epochs = (int)flag_range(flag, value, 1, 1000000);
   else if (!strcmp(flag, "--batch")) o->batch = flag_range(flag, value, 1, 1 << 20);
   else if (!strcmp(flag, "--limit")) o->limit = flag_range(flag, value, 0, LLONG_MAX);

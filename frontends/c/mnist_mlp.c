@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
       usage();
     }
     if (!strcmp(a, "--optim")) optim = v;
-    else momentum = flag_min_f64(a, v, 0, 0);
+    else momentum = flag_nonneg_f64(a, v);
     i++;
   }
   if (strcmp(optim, "sgd") && strcmp(optim, "adam")) die("--optim must be sgd or adam, got ", optim);

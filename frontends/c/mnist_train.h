@@ -100,7 +100,7 @@ static inline void mnist_train_parse(mnist_train_options *t, int argc, char **ar
       usage();
     }
     if (!strcmp(a, "--optim")) t->optim = v;
-    else if (!strcmp(a, "--momentum")) t->momentum = flag_min_f64(a, v, 0, 0);
+    else if (!strcmp(a, "--momentum")) t->momentum = flag_nonneg_f64(a, v);
     else if (!strcmp(a, "--device")) t->device = v;
     else if (!strcmp(a, "--lr-decay-epoch")) t->lr_decay_epoch = (int)flag_range(a, v, 0, 1000000);
     else {

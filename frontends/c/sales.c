@@ -239,9 +239,9 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--data")) path = v;
     else if (!strcmp(a, "--epochs")) s.epochs = flag_int(a, v);
     else if (!strcmp(a, "--batch")) s.batch = flag_range(a, v, 1, 1 << 20);
-    else if (!strcmp(a, "--sgd-lr")) sgd_lr = flag_min_f64(a, v, 0, 0);
-    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = flag_min_f64(a, v, 0, 0);
-    else if (!strcmp(a, "--adam-lr")) adam_lr = flag_min_f64(a, v, 0, 0);
+    else if (!strcmp(a, "--sgd-lr")) sgd_lr = flag_nonneg_f64(a, v);
+    else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = flag_nonneg_f64(a, v);
+    else if (!strcmp(a, "--adam-lr")) adam_lr = flag_nonneg_f64(a, v);
     else if (!strcmp(a, "--limit")) limit = flag_range(a, v, 0, LLONG_MAX);
     else if (!strcmp(a, "--seed")) s.seed = flag_i64(a, v);
     else if (!strcmp(a, "--csv")) csv = v;
