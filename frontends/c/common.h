@@ -1,7 +1,7 @@
 /* common.h - what every demo uses: CHECK (print the status and mt_last_error(), exit 1),
  * RELEASE (mt_tensor_release of several handles, each CHECKed), die() / xmalloc() for the
- * demos' own errors, and flag_i64() / flag_range() / flag_int() / flag_f64() / flag_nonneg_f64()
- * for numeric flags. die() and the flag parsers prefix their messages with DEMO_NAME:
+ * demos' own errors, and flag_i64() / flag_range() / flag_f64() / flag_nonneg_f64() for
+ * numeric flags. die() and the flag parsers prefix their messages with DEMO_NAME:
  * #define DEMO_NAME "mnist_mlp" before the first #include ("demo" if not). */
 #ifndef MINITORCH_DEMO_COMMON_H
 #define MINITORCH_DEMO_COMMON_H
@@ -80,11 +80,6 @@ static inline long long flag_range(const char *flag, const char *v, long long lo
     exit(1);
   }
   return x;
-}
-static inline int flag_int(const char *flag, const char *v) {
-  const long long x = flag_i64(flag, v);
-  if (x < INT_MIN || x > INT_MAX) flag_die(flag, "an integer of int's range", v);
-  return (int)x;
 }
 static inline double flag_f64(const char *flag, const char *v) {
   char *end = NULL;

@@ -312,8 +312,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--only")) {
       only = v;
     } else if (!strcmp(a, "--runs")) {
-      runs = flag_int(a, v);
-      if (runs < 1 || runs > MAX_RUNS) die("--runs must be 1..64, got ", v);
+      runs = (int)flag_range(a, v, 1, MAX_RUNS);
     } else {
       flag_unknown(a, v);
       usage();

@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
       usage();
     }
     if (!strcmp(a, "--data")) path = v;
-    else if (!strcmp(a, "--epochs")) s.epochs = flag_int(a, v);
+    else if (!strcmp(a, "--epochs")) s.epochs = (int)flag_range(a, v, 1, 1000000);
     else if (!strcmp(a, "--batch")) s.batch = flag_range(a, v, 1, 1 << 20);
     else if (!strcmp(a, "--sgd-lr")) sgd_lr = flag_nonneg_f64(a, v);
     else if (!strcmp(a, "--sgd-momentum")) sgd_momentum = flag_nonneg_f64(a, v);

@@ -198,7 +198,7 @@ class DataDemos(unittest.TestCase):
                 ("mnist_mlp", "--epochs", "3x", bad[0]), ("mnist_mlp", "--lr", "abc", bad[1]),
                 ("mnist_mlp", "--batch", "", bad[0]), ("mnist_mlp", "--momentum", "inf", bad[1]),
                 ("softmax_regression", "--limit", "1e3", bad[0]),
-                ("sales", "--epochs", "99999999999", "%s wants an integer of int's range, got '%s'"),
+                ("sales", "--epochs", "99999999999", "%s must be 1..1000000, got %s"),
                 ("sales", "--adam-lr", "0.01x", bad[1]),
                 ("mnist_mlp", "--epochs", "-3", "%s must be 1..1000000, got %s"),
                 ("mnist_mlp", "--lr", "-0.5", "%s must be >= 0, got %s"),
