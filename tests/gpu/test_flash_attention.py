@@ -279,6 +279,25 @@ class FlashAttentionTest(unittest.TestCase):
         self.assertNotEqual(STUDY(4, count), 0)
         self.assertNotEqual(STUDY(1, 1), 0)
 
+    @unittest.skipIf(STUDY is None, "the library has no mt_study_flash_config (CPU build?)")
+    def test_more_tiles_than_sms(self):
+        # 192 to 384 (query tile, head) items a launch, more than an H100 or H200 has SMs. The
+        # persistent forward rows (fa_configs.h) run one CTA an SM and take all but their first
+        # item from a counter in global memory, which the launch's last fetch sets back to 0.
+        # The launches follow each other with different item counts, so a counter left wrong
+        # skips or repeats items of the next one (NaN from the poisoned pool, or a wrong row).
+        # Every wgmma row runs them.
+        n_wgmma = STUDY(-2, 0)
+        if not n_wgmma:
+            self.skipTest("no wgmma rows on this device")
+        shapes = [(6, 8, 1000, 1000, 64, True), (3, 16, 500, 900, 64, False), (4, 9, 777, 777, 128, True),
+                  (2, 40, 300, 300, 128, False), (1, 2, 1000, 1000, 64, True)]
+        for cfg in range(n_wgmma):
+            select(5, cfg)
+            for n, (B, H, T, S, D, causal) in enumerate(shapes):
+                with self.subTest(config=cfg, B=B, H=H, T=T, S=S, D=D, causal=causal):
+                    self.run_case(B, H, T, S, D, causal, seed=600 + n, label="wgmma %d " % cfg)
+
     @unittest.skipIf(STUDY is None or RUN_STUDY is None, "the library has no flash study hooks (CPU build?)")
     def test_kernels_on_causal_rows_without_keys(self):
         # causal with T > S: query i sees keys j <= i + S - T, so the first T - S rows see none.

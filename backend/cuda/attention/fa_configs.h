@@ -32,50 +32,56 @@
 //   X(index, forward BC, forward warpgroups (BR = 64 each; with a producer, the consumers),
 //     backward key/value pass: query tile BR, warpgroups (BC = 64 keys each),
 //     backward dQ pass: key tile BC, warpgroups (BR = 64 queries each),
-//     forward stages of a producer warpgroup (0: none))
+//     forward stages of a producer warpgroup (0: none), persistent forward (1) or not (0))
 // Rows 3 and 4 run the forward with one warpgroup a CTA (BR 64), so that two or more CTAs
 // share an SM and one's softmax can run under another's products; their backward is the
 // production row's. Rows 5 to 7 run the forward of fa_forward_ws.cuh: a producer warpgroup
 // fills a ring of that many key/value stages by TMA and the consumer warpgroups (two, BR 128;
 // three in row 7, BR 192) take turns on the tensor cores; their backward is the production
-// row's too. Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
+// row's too. Rows 12 and 13 are rows 5 and 7 (at D 128: row 5 with 2 stages, and BC 64) as
+// persistent kernels: a grid of one CTA an SM takes the (query tile, head) items in turn and Q
+// has two buffers (the last column, fa_forward_ws.cuh). Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
 // itself (FUSED_DQ in fa_backward_wgmma.cuh), by atomics where the dQ warpgroups column is 1
 // (kDqAtomic) and by bulk reductions where it is 2 (kDqBulk). Their forward copies row 7 at
 // D 64 and row 5 at D 128.
 #define MT_FA_WGMMA_D64(X)        \
-  X(0, 128, 2, 64, 2, 64, 2, 0)   \
-  X(1, 128, 3, 128, 1, 128, 1, 0) \
-  X(2, 64, 2, 64, 1, 128, 2, 0)   \
-  X(3, 128, 1, 128, 1, 128, 1, 0) \
-  X(4, 64, 1, 128, 1, 128, 1, 0)  \
-  X(5, 128, 2, 128, 1, 128, 1, 3) \
-  X(6, 128, 2, 128, 1, 128, 1, 2) \
-  X(7, 128, 3, 128, 1, 128, 1, 3) \
-  X(8, 128, 3, 128, 1, 0, 1, 3)   \
-  X(9, 128, 3, 128, 2, 0, 1, 3)   \
-  X(10, 128, 3, 128, 2, 0, 2, 3)  \
-  X(11, 128, 3, 128, 1, 0, 2, 3)
+  X(0, 128, 2, 64, 2, 64, 2, 0, 0)   \
+  X(1, 128, 3, 128, 1, 128, 1, 0, 0) \
+  X(2, 64, 2, 64, 1, 128, 2, 0, 0)   \
+  X(3, 128, 1, 128, 1, 128, 1, 0, 0) \
+  X(4, 64, 1, 128, 1, 128, 1, 0, 0)  \
+  X(5, 128, 2, 128, 1, 128, 1, 3, 0) \
+  X(6, 128, 2, 128, 1, 128, 1, 2, 0) \
+  X(7, 128, 3, 128, 1, 128, 1, 3, 0) \
+  X(8, 128, 3, 128, 1, 0, 1, 3, 0)   \
+  X(9, 128, 3, 128, 2, 0, 1, 3, 0)   \
+  X(10, 128, 3, 128, 2, 0, 2, 3, 0)  \
+  X(11, 128, 3, 128, 1, 0, 2, 3, 0) \
+  X(12, 128, 2, 128, 1, 128, 1, 3, 1) \
+  X(13, 128, 3, 128, 1, 128, 1, 3, 1)
 
 #define MT_FA_WGMMA_D128(X)    \
-  X(0, 128, 2, 64, 2, 64, 2, 0) \
-  X(1, 64, 2, 64, 1, 64, 1, 0)  \
-  X(2, 64, 3, 64, 1, 64, 3, 0)  \
-  X(3, 64, 1, 64, 2, 64, 2, 0)  \
-  X(4, 128, 1, 64, 2, 64, 2, 0) \
-  X(5, 128, 2, 64, 2, 64, 2, 3) \
-  X(6, 64, 2, 64, 2, 64, 2, 3)  \
-  X(7, 64, 3, 64, 2, 64, 2, 3)  \
-  X(8, 128, 2, 64, 2, 0, 1, 3)  \
-  X(9, 128, 2, 64, 1, 0, 1, 3)  \
-  X(10, 128, 2, 64, 2, 0, 2, 3) \
-  X(11, 128, 2, 64, 1, 0, 2, 3)
+  X(0, 128, 2, 64, 2, 64, 2, 0, 0) \
+  X(1, 64, 2, 64, 1, 64, 1, 0, 0)  \
+  X(2, 64, 3, 64, 1, 64, 3, 0, 0)  \
+  X(3, 64, 1, 64, 2, 64, 2, 0, 0)  \
+  X(4, 128, 1, 64, 2, 64, 2, 0, 0) \
+  X(5, 128, 2, 64, 2, 64, 2, 3, 0) \
+  X(6, 64, 2, 64, 2, 64, 2, 3, 0)  \
+  X(7, 64, 3, 64, 2, 64, 2, 3, 0)  \
+  X(8, 128, 2, 64, 2, 0, 1, 3, 0)  \
+  X(9, 128, 2, 64, 1, 0, 1, 3, 0)  \
+  X(10, 128, 2, 64, 2, 0, 2, 3, 0) \
+  X(11, 128, 2, 64, 1, 0, 2, 3, 0) \
+  X(12, 128, 2, 64, 1, 64, 1, 2, 1) \
+  X(13, 64, 2, 64, 1, 64, 1, 3, 1)
 
 namespace mt {
 namespace cuda {
 namespace fa {
 
 constexpr int kNumTunedConfigs = 4;  // rows of each tuned table above
-constexpr int kNumWgmmaConfigs = 12;  // rows of each wgmma table above
+constexpr int kNumWgmmaConfigs = 14;  // rows of each wgmma table above
 constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa_v5 (wgmma)
 
 // Production (generation 0): generation 4 with the rows tune_attention.py measured best
@@ -119,8 +125,13 @@ constexpr int default_forward_config(int) { return 1; }
 // (docs/benchmarks.md, "Row 1 at D 128 in make bench, ..."). Then up to 2048 keys: at T 2048
 // row 1 gave 200-203 / 174-179 against row 0's 198-201 / 165-169 (H200, 2026-11-29,
 // tune_attention.py, three rounds; same section).
+// Then row 13 where row 7 was (D 64 without the mask from 1024 keys): T 1024 352-358 against
+// row 7's 336-339, T 2048-16384 within 0-2% of it (413-434 against 405-435), two runs in one
+// call on an H200, 2026-11-29. The persistent rows lose where production keeps other rows: row
+// 12 against row 5 at T 16384 with the mask 387-395 against 419-422, at D 128 (fewer stages)
+// up to 30% (docs/benchmarks.md, "A persistent forward").
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
-  return d != 64 ? 5 : !causal && tk >= 1024 ? 7 : tk <= 1024 ? 4 : 5;
+  return d != 64 ? 5 : !causal && tk >= 1024 ? 13 : tk <= 1024 ? 4 : 5;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
   return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;

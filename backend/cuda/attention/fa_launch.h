@@ -27,10 +27,11 @@ void run_backward_wgmma(Context &c, BwdParams p, int64_t bh, int d, DType dtype,
 void run_backward(Context &c, BwdParams p, int64_t bh, int d, DType dtype, Selection sel);
 
 // A row of MT_FA_WGMMA_D64 / D128 (fa_configs.h) as compile-time values.
-template <int BC, int NWG, int KV_BR, int KV_NWG, int DQ_BC, int DQ_NWG, int WS_STAGES>
+template <int BC, int NWG, int KV_BR, int KV_NWG, int DQ_BC, int DQ_NWG, int WS_STAGES, int PERSIST>
 struct WgmmaRow {
   static constexpr int bc = BC, nwg = NWG, kv_br = KV_BR, kv_nwg = KV_NWG, dq_bc = DQ_BC, dq_nwg = DQ_NWG,
                        ws_stages = WS_STAGES;
+  static constexpr bool persist = PERSIST != 0;
 };
 
 // fn(TypeTag<T>, std::integral_constant<int, D>, WgmmaRow<...>) for dtype (bf16, else f16),
@@ -39,8 +40,8 @@ struct WgmmaRow {
 template <class Fn>
 void dispatch_wgmma(int d, DType dtype, int config, Fn &&fn) {
   auto rows = [&](auto t, auto dd) {
-#define MT_X(i, bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg, ws_stages) \
-  case i: fn(t, dd, WgmmaRow<bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg, ws_stages>{}); return;
+#define MT_X(i, bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg, ws_stages, persist) \
+  case i: fn(t, dd, WgmmaRow<bc, nwg, kv_br, kv_nwg, dq_bc, dq_nwg, ws_stages, persist>{}); return;
     if constexpr (decltype(dd)::value == 64) {
       switch (config) { MT_FA_WGMMA_D64(MT_X) }
     } else {
