@@ -92,7 +92,8 @@ constexpr int default_forward_config(int) { return 1; }
 // On a compute capability 9.0 device production is generation 5 (wgmma). Forward: row 5 (the
 // TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages) for both head dims,
 // except at D 64: row 7 (three consumer warpgroups, BR 192) without the causal mask from 1024
-// keys, row 4 (BC 64, one warpgroup a CTA, four CTAs an SM) otherwise up to 1024 keys.
+// keys (row 13, its persistent form, up to 2048: below), row 4 (BC 64, one warpgroup a CTA,
+// four CTAs an SM) otherwise up to 1024 keys.
 // tune_attention.py on an H200, 2026-11-29, bf16, TFLOP/s (causal second), row 5 against the
 // rows production took before (row 0; row 4 at D 64 up to 2048 keys) and torch's cuDNN backend:
 //   D 128: T 512 385 / 245 against 320 / 208 (cuDNN 529 / 340); T 4096 613 / 535 against
@@ -125,13 +126,16 @@ constexpr int default_forward_config(int) { return 1; }
 // (docs/benchmarks.md, "Row 1 at D 128 in make bench, ..."). Then up to 2048 keys: at T 2048
 // row 1 gave 200-203 / 174-179 against row 0's 198-201 / 165-169 (H200, 2026-11-29,
 // tune_attention.py, three rounds; same section).
-// Then row 13 where row 7 was (D 64 without the mask from 1024 keys): T 1024 352-358 against
-// row 7's 336-339, T 2048-16384 within 0-2% of it (413-434 against 405-435), two runs in one
-// call on an H200, 2026-11-29. The persistent rows lose where production keeps other rows: row
-// 12 against row 5 at T 16384 with the mask 387-395 against 419-422, at D 128 (fewer stages)
-// up to 30% (docs/benchmarks.md, "A persistent forward").
+// Then row 13 (row 7 as a persistent kernel) at D 64 without the mask from 1024 to 2048 keys:
+// tune_attention.py, two runs in one call on an H200, 2026-11-29: T 1024 352-358 against row 7's
+// 336-339, T 2048 413-417 against 405-414; from 4096 keys within 0-2% either way. In make bench
+// (another call, each against cuDNN in its own process) the forward at T 1024 and 2048 went from
+// 1.21x and 1.11x cuDNN's time to 1.14x and 1.07x, and at T 4096-16384 from 1.01-1.08x to
+// 1.04-1.09x, so row 7 keeps those. The persistent rows lose where production keeps other rows:
+// row 12 against row 5 at T 16384 with the mask 387-395 against 419-422, and at D 128 (fewer
+// stages or a 64-key tile) by 5-33% (docs/benchmarks.md, "A persistent forward").
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
-  return d != 64 ? 5 : !causal && tk >= 1024 ? 13 : tk <= 1024 ? 4 : 5;
+  return d != 64 ? 5 : !causal && tk >= 1024 ? (tk <= 2048 ? 13 : 7) : tk <= 1024 ? 4 : 5;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
   return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
