@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
       await_tile(J);  // the item's first tile, or the end
       // from lane 0, so that the compiler knows the item warp-uniform and keeps more of the
       // products' descriptor arithmetic in uniform registers (read by each thread: row 12 at
-      // D 64, T 16384, 366-373 TFLOP/s against 393-398; docs/flash_attention.md)
+      // D 64, T 16384, 366-383 TFLOP/s against 393-398; docs/flash_attention.md)
       item = __shfl_sync(0xffffffffu, slot[ord % QB], 0);
       if (item < 0) {
         if (wg == 0) named_sync(mine, 256);
