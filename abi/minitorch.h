@@ -141,6 +141,9 @@ MT_API mt_status mt_tensor_from_blob(mt_tensor **out, void *data, const int64_t 
                                      mt_dtype dtype, mt_device device);
 MT_API mt_status mt_tensor_zeros(mt_tensor **out, const int64_t *shape, int64_t ndim, mt_dtype dtype, mt_device device);
 MT_API mt_status mt_tensor_ones(mt_tensor **out, const int64_t *shape, int64_t ndim, mt_dtype dtype, mt_device device);
+/* Every element value. An integer dtype takes value truncated toward zero; a value outside its
+ * range, or NaN, is MT_ERR_INVALID_ARGUMENT (a double holds every int64 only up to 2^53: larger
+ * ones come exactly through mt_tensor_from_data). */
 MT_API mt_status mt_tensor_full(mt_tensor **out, const int64_t *shape, int64_t ndim, double value,
                                 mt_dtype dtype, mt_device device);
 /* Uniform [0,1) and standard normal from a counter-based Philox-4x32-10 stream keyed by seed:
@@ -350,7 +353,8 @@ MT_API mt_status mt_self_attention(mt_tensor **out, mt_tensor *qkv, int64_t head
 /* Zeroes each element with probability p (scaling the rest by 1/(1-p)); the mask is drawn
  * from the seeded counter-based stream: the same seed gives the same mask on every device. */
 MT_API mt_status mt_dropout(mt_tensor **out, mt_tensor *x, double p, int64_t seed);
-/* value where mask (MT_U8, broadcast to x) is nonzero, x elsewhere; differentiable in x. */
+/* value where mask (MT_U8, broadcast to x) is nonzero, x elsewhere; differentiable in x. For an
+ * integer x, value as mt_tensor_full takes it (truncated; out of range is an error). */
 MT_API mt_status mt_masked_fill(mt_tensor **out, mt_tensor *x, mt_tensor *mask, double value);
 /* Concatenates n tensors (borrowed) along dim; every other dim must agree. */
 MT_API mt_status mt_cat(mt_tensor **out, mt_tensor *const *tensors, int64_t n, int64_t dim);

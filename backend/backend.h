@@ -22,6 +22,9 @@ constexpr int kNumDTypes = 7;
 int64_t dtype_size(DType d);          // bytes per element
 const char *dtype_name(DType d);      // "float32", ...
 bool dtype_is_float(DType d);         // F32 F64 F16 BF16
+// Whether a fill of d with v is defined: any v for the floating types (out of range they round
+// to +-inf); for the integer types v truncated toward zero within the type's range (NaN never).
+bool value_fits(double v, DType d);
 const char *device_name_short(Device d);  // "cpu" / "cuda"
 
 // Process-wide (mt_set_deterministic): when on, a backend gives up kernels whose float sums

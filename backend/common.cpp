@@ -70,6 +70,15 @@ bool dtype_is_float(DType d) {
   return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16;
 }
 
+bool value_fits(double v, DType d) {
+  switch (d) {  // open bounds one past the range: truncation maps (min - 1, max + 1) into it
+    case DType::I32: return v > -2147483649.0 && v < 2147483648.0;
+    case DType::I64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    case DType::U8: return v > -1.0 && v < 256.0;
+    default: return true;
+  }
+}
+
 const char *device_name_short(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
 
 namespace {

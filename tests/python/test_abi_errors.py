@@ -340,6 +340,35 @@ class TestSizeErrors(ErrorCase):
         self.expect_fail("mt_tensor_zeros", (U.shape_array((2,)), -1, MT_F32, self.DEV), SHAPE_OR_ARG, ["-1"])
         self.expect_fail("mt_malloc", (-1, MT_CPU), BAD, ["-1"])
 
+    def test_fill_values_outside_an_integer_dtype(self):
+        # An integer dtype takes the value truncated toward zero; outside the type's range (or
+        # NaN) the C cast was undefined (uint8 300 gave 44), so mt_tensor_full and, for an integer
+        # x, mt_masked_fill refuse it. Floating dtypes take any value (1e300 is inf in float32).
+        from abi_util import MT_I64, MT_U8
+        ranges = {MT_U8: (0, 255), MT_I32: (-2 ** 31, 2 ** 31 - 1), MT_I64: (-2 ** 63, 2 ** 63 - 1)}
+        shape = U.shape_array((2,))
+        for dt, (lo, hi) in ranges.items():
+            inside = [lo, hi if hi < 2 ** 53 else 2 ** 53, lo - 0.5 if lo else -0.5, self.rng.uniform(lo, min(hi, 2 ** 53))]
+            outside = [lo - 1 if lo else -1, hi + 1, self.rng.uniform(hi + 1, 4 * hi + 4), float("nan"),
+                       float("inf"), -float("inf")]
+            if dt == MT_I64:
+                outside = [2.0 ** 63, -2.0 ** 64, self.rng.uniform(2.0 ** 63, 2.0 ** 70), float("nan"), float("inf")]
+            for v in inside:
+                with self.subTest(dtype=U.DTYPE_NAMES[dt], value=v):
+                    f = self.op("mt_tensor_full", shape, 1, c_double(v), dt, self.DEV)
+                    self.assertEqual(U.to_list(f), [int(v)] * 2)
+            for v in outside:
+                with self.subTest(dtype=U.DTYPE_NAMES[dt], value=v):
+                    self.expect_fail("mt_tensor_full", (shape, 1, c_double(v), dt, self.DEV), BAD,
+                                     ["mt_tensor_full", U.DTYPE_NAMES[dt]])
+            x = self.op("mt_tensor_zeros", shape, 1, dt, self.DEV)
+            mask = self.op("mt_tensor_ones", shape, 1, MT_U8, self.DEV)
+            self.expect_fail("mt_masked_fill", (x, mask, c_double(outside[1])), BAD, ["mt_masked_fill", U.DTYPE_NAMES[dt]])
+            filled = self.op("mt_masked_fill", x, mask, c_double(inside[3]))
+            self.assertEqual(U.to_list(filled), [int(inside[3])] * 2)
+        f = self.op("mt_tensor_full", shape, 1, c_double(1e300), MT_F32, self.DEV)
+        self.assertEqual(U.to_list(f), [float("inf")] * 2)
+
     def test_memcpy_negative_nbytes(self):
         buf = U.host_buffer([0.0] * 4, MT_F32)
         ptr = c_void_p(U.buffer_ptr(buf))

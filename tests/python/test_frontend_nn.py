@@ -227,6 +227,45 @@ class LayerTest(TestCase):
             nn.CrossEntropyLoss(label_smoothing=0.1)
 
 
+class ArgumentTypeTest(TestCase):
+    def test_non_tensor_inputs_are_type_errors(self):
+        # a list or a number where a Tensor belongs raised AttributeError ('list' object has no
+        # attribute 'dtype') from inside the op; now a TypeError naming the function and argument
+        x = mt.tensor(rand_list((2, 3), self.rng(1)), device=DEVICE)
+        lin = nn.Linear(3, 2).to(DEVICE)
+        cases = [("linear", "input", lambda: F.linear(x.tolist(), lin.weight)),
+                 ("linear", "weight", lambda: F.linear(x, lin.weight.tolist())),
+                 ("linear", "bias", lambda: F.linear(x, lin.weight, [0.0, 0.0])),
+                 ("linear", "input", lambda: lin([1.0, 2.0, 3.0])),
+                 ("relu", "input", lambda: F.relu([1.0, -2.0])),
+                 ("softmax", "input", lambda: F.softmax(3.0, dim=0)),
+                 ("mse_loss", "target", lambda: F.mse_loss(x, 0.0)),
+                 ("cross_entropy", "target", lambda: F.cross_entropy(x, [0, 1])),
+                 ("layer_norm", "weight", lambda: F.layer_norm(x, (3,), weight=[1.0, 1.0, 1.0])),
+                 ("scaled_dot_product_attention", "value", lambda: F.scaled_dot_product_attention(x, x, "v")),
+                 ("relu", "input", lambda: mt.relu((1.0,))),
+                 ("sum", "input", lambda: mt.sum([1, 2])),
+                 ("index_select", "input", lambda: mt.index_select([1, 2], 0, [0]))]
+        for fn, arg, call in cases:
+            with self.subTest(fn=fn, arg=arg):
+                with self.assertRaisesRegex(TypeError, r"^%s\(\): argument '%s' must be a Tensor" % (fn, arg)):
+                    call()
+        # tensors of the wrong dtype still get the library's own error, and the right ones work
+        with self.assertRaisesRegex(mt.DTypeError, "mt_relu: x must be a floating tensor"):
+            F.relu(x.long())
+        with self.assertRaisesRegex(TypeError, "'indices' to have one of the following scalar types"):
+            F.embedding(x, lin.weight)
+        self.assertClose(F.relu(x), [[max(v, 0.0) for v in row] for row in x.tolist()])
+        self.assertEqual(F.linear(x, lin.weight, None).shape, (2, 2))
+
+    def test_attention_needs_two_dims(self):
+        v = mt.tensor(rand_list((4,), self.rng(2)), device=DEVICE)
+        for name, args in (("query", (v, v.reshape(2, 2), v.reshape(2, 2))),
+                           ("key", (v.reshape(2, 2), v, v.reshape(2, 2)))):
+            with self.assertRaisesRegex(ValueError, "%s must have at least 2 dims" % name):
+                F.scaled_dot_product_attention(*args)
+
+
 class InitTest(TestCase):
     def test_fills(self):
         t = mt.zeros(50, 40, dtype=mt.float64)

@@ -129,6 +129,13 @@ class ElementwiseTest(TestCase):
             t + "a"
         with self.assertRaises(TypeError):
             t.add([1, 2])
+        # a list or tuple factor: NotImplemented let Python repeat the list t times (a one-element
+        # integer tensor) or fail in __index__
+        for other in ([1, 2], (1.0, 2.0)):
+            for product in (lambda: t * other, lambda: other * t, lambda: t.mul(other),
+                            lambda: mt.tensor(2) * other):
+                with self.assertRaisesRegex(TypeError, "can't multiply a Tensor and a %s" % type(other).__name__):
+                    product()
         with self.assertRaises(ValueError):
             mt.ones(2, 3) + mt.ones(4)
 
@@ -379,6 +386,12 @@ class IndexingTest(TestCase):
         self.assertEqual(t[mt.tensor([1, 1])].tolist(), [a[1], a[1]])
         self.assertEqual(t[:, [3, 0]].tolist(), [[r[3], r[0]] for r in a])
         self.assertEqual(mt.index_select(t, 1, [0, 2]).tolist(), [[r[0], r[2]] for r in a])
+        self.assertEqual(t.index_select(-1, mt.tensor([3, 1])).tolist(), [[r[3], r[1]] for r in a])
+        self.assertEqual(t.index_select(0, [2]).tolist(), [a[2]])
+        for dim in (2, -3, 7):  # an internal IndexError (list assignment index out of range) before
+            with self.assertRaisesRegex(IndexError, r"dimension out of range \(expected to be in range of "
+                                        r"\[-2, 1\], but got %d\)" % dim):
+                t.index_select(dim, [0])
         self.assertEqual([row.tolist() for row in t], a)
         self.assertEqual(t[mt.tensor(2)].tolist(), a[2])
 

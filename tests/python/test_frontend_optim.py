@@ -136,6 +136,28 @@ class SGDTest(TestCase):
             mt.optim.SGD([w, w], lr=0.1)
         with self.assertRaises(TypeError):
             mt.optim.SGD([mt.zeros(2, dtype=mt.int64)], lr=0.1)     # the library refuses ints
+        # options of the wrong type: a TypeError naming the option (a comparison with 0 failed,
+        # or an IndexError for a one-element betas)
+        for make, what in ((lambda: mt.optim.SGD([w], lr="0.1"), "lr"),
+                           (lambda: mt.optim.SGD([w], lr=0.1, momentum=None), "momentum"),
+                           (lambda: mt.optim.SGD([{"params": [w], "lr": "1"}], lr=0.1), "lr"),
+                           (lambda: mt.optim.Adam([w], lr=[0.1]), "lr"),
+                           (lambda: mt.optim.Adam([w], eps="1e-8"), "eps"),
+                           (lambda: mt.optim.AdamW([w], weight_decay=True), "weight_decay"),
+                           (lambda: mt.optim.Adam([w], betas=(0.9,)), "betas"),
+                           (lambda: mt.optim.Adam([w], betas=(0.9, "0.99")), "betas"),
+                           (lambda: mt.optim.Adam([{"params": [w], "betas": 0.9}]), "betas")):
+            with self.subTest(option=what):
+                with self.assertRaisesRegex(TypeError, "^%s" % what):
+                    make()
+        opt = mt.optim.Adam([w], lr=0.01, betas=[0.8, 0.9])
+        self.assertEqual(opt.param_groups[0]["betas"], (0.8, 0.9))
+        opt.param_groups[0]["lr"] = "0.02"  # as a scheduler might: refused at the next step
+        with self.assertRaisesRegex(TypeError, "^lr must be a real number, got str"):
+            opt.step()
+        opt.param_groups[0]["lr"] = 0.02
+        opt.step()
+        self.assertEqual(opt.get_lr(), [0.02])
 
     def test_close_releases_references(self):
         w = mt.nn.Parameter(mt.zeros(2))

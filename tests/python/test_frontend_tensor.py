@@ -5,6 +5,7 @@ import gc
 import math
 import os
 import pickle
+import random
 import struct
 import sys
 import unittest
@@ -488,6 +489,37 @@ class InplaceTest(TestCase):
                 self.assertEqual(t.tolist(), [[4] * 3] * 2)
                 t.zero_()
                 self.assertEqual(t.tolist(), [[0] * 3] * 2)
+
+    def test_integer_fills_are_exact_and_checked(self):
+        # An int64 beyond 2^53 was rounded by mt_tensor_full's double (2^53 + 1 became 2^53);
+        # values outside an integer dtype wrapped (uint8 300 gave 44, int64 2^63 - 1 gave -2^63).
+        seed = random.randrange(2 ** 32)  # fresh values each run; a failure names the seed
+        rng = random.Random(seed)
+        big = [rng.randrange(2 ** 53 + 1, 2 ** 63) | 1, -(rng.randrange(2 ** 53 + 1, 2 ** 63) | 1), 2 ** 63 - 1,
+               -2 ** 63]
+        for v in big:
+            with self.subTest(value=v, seed=seed):
+                self.assertEqual(mt.full((2, 3), v, dtype=mt.int64, device=DEVICE).tolist(), [[v] * 3] * 2)
+                self.assertEqual(mt.full((2,), v, device=DEVICE).tolist(), [v] * 2)  # int -> int64
+                t = mt.zeros(3, dtype=mt.int64, device=DEVICE)
+                t.fill_(v)
+                self.assertEqual(t.tolist(), [v] * 3)
+                t[1] = v - 1 if v > 0 else v + 1
+                self.assertEqual(t.tolist(), [v, v - 1 if v > 0 else v + 1, v])
+                t[:] = mt.tensor(v // 3, device=DEVICE)  # a one-element integer tensor over the row
+                self.assertEqual(t.tolist(), [v // 3] * 3)
+        for dt, lo, hi in ((mt.uint8, 0, 255), (mt.int32, -2 ** 31, 2 ** 31 - 1), (mt.int64, -2 ** 63, 2 ** 63 - 1)):
+            inside = rng.randrange(lo, hi + 1)
+            self.assertEqual(mt.full((2,), inside, dtype=dt, device=DEVICE).tolist(), [inside] * 2)
+            self.assertEqual(mt.full((1,), lo - 0.75, dtype=dt, device=DEVICE).tolist(), [lo] if lo else [0])
+            for bad in (lo - 1, hi + 1, hi + rng.randrange(2, 2 ** 70), float("nan"), float("inf")):
+                with self.subTest(dtype=dt.name, value=bad, seed=seed):
+                    with self.assertRaisesRegex(OverflowError, "does not fit %s" % dt.name):
+                        mt.full((2,), bad, dtype=dt, device=DEVICE)
+                    with self.assertRaisesRegex(OverflowError, "does not fit %s" % dt.name):
+                        mt.zeros(2, dtype=dt, device=DEVICE).fill_(bad)
+                    with self.assertRaisesRegex(OverflowError, "does not fit %s" % dt.name):
+                        mt.zeros(2, dtype=dt, device=DEVICE)[0] = bad
 
     def test_inplace_arithmetic(self):
         t = mt.tensor([1.0, 2.0, 3.0])

@@ -22,6 +22,7 @@ from ._factory import (Generator, arange, default_generator, full, full_like, in
                        manual_seed, ones, ones_like, rand, rand_like, randn, randn_like, randperm, seed, tensor,
                        zeros, zeros_like)
 from ._core import promote_types, result_type
+from ._core import tensor_args as _tensor_args
 from ._tensor import Tensor, cat, stack, where
 from ._dlpack import from_dlpack
 from .serialization import load, save
@@ -71,167 +72,207 @@ def library_path():
 
 # Functional forms of the Tensor methods, as torch.add(a, b) etc.
 
+@_tensor_args("input")
 def add(input, other, alpha=1):
     return input.add(other, alpha=alpha)
 
 
+@_tensor_args("input")
 def sub(input, other, alpha=1):
     return input.sub(other, alpha=alpha)
 
 
+@_tensor_args("input")
 def mul(input, other):
     return input.mul(other)
 
 
+@_tensor_args("input")
 def div(input, other):
     return input.div(other)
 
 
+@_tensor_args("input")
 def pow(input, exponent):
     return input.pow(exponent)
 
 
+@_tensor_args("input")
 def matmul(input, other):
     return input.matmul(other)
 
 
+@_tensor_args("input")
 def neg(input):
     return input.neg()
 
 
+@_tensor_args("input")
 def softmax(input, dim):
     return input.softmax(dim)
 
 
+@_tensor_args("input")
 def log_softmax(input, dim):
     return input.log_softmax(dim)
 
 
+@_tensor_args("input")
 def max(input, dim=None, keepdim=False):
     return input.max(dim, keepdim)
 
 
+@_tensor_args("input")
 def min(input, dim=None, keepdim=False):
     return input.min(dim, keepdim)
 
 
+@_tensor_args("input")
 def argmax(input, dim=None, keepdim=False):
     return input.argmax(dim, keepdim)
 
 
+@_tensor_args("input")
 def argmin(input, dim=None, keepdim=False):
     return input.argmin(dim, keepdim)
 
 
+@_tensor_args("input")
 def index_select(input, dim, index):
-    from ._indexing import _as_index_tensor, _select
-    return _select(input, dim if dim >= 0 else dim + input.ndim, _as_index_tensor(index, input.device))
+    return input.index_select(dim, index)
 
 
+@_tensor_args("input")
 def relu(input):
     return input.relu()
 
 
+@_tensor_args("input")
 def sigmoid(input):
     return input.sigmoid()
 
 
+@_tensor_args("input")
 def tanh(input):
     return input.tanh()
 
 
+@_tensor_args("input")
 def exp(input):
     return input.exp()
 
 
+@_tensor_args("input")
 def log(input):
     return input.log()
 
 
+@_tensor_args("input")
 def sum(input, dim=None, keepdim=False):
     return input.sum(dim, keepdim)
 
 
+@_tensor_args("input")
 def mean(input, dim=None, keepdim=False):
     return input.mean(dim, keepdim)
 
 
+@_tensor_args("input")
 def reshape(input, shape):
     return input.reshape(shape)
 
 
+@_tensor_args("input")
 def flatten(input, start_dim=0, end_dim=-1):
     return input.flatten(start_dim, end_dim)
 
 
+@_tensor_args("input")
 def squeeze(input, dim=None):
     return input.squeeze(dim)
 
 
+@_tensor_args("input")
 def unsqueeze(input, dim):
     return input.unsqueeze(dim)
 
 
+@_tensor_args("input")
 def transpose(input, dim0, dim1):
     return input.transpose(dim0, dim1)
 
 
+@_tensor_args("input")
 def permute(input, dims):
     return input.permute(dims)
 
 
+@_tensor_args("input")
 def t(input):
     return input.t()
 
 
+@_tensor_args("input")
 def detach(input):
     return input.detach()
 
 
+@_tensor_args("input")
 def clone(input):
     return input.clone()
 
 
+@_tensor_args("input")
 def numel(input):
     return input.numel()
 
 
+@_tensor_args("input")
 def eq(input, other):
     return input.eq(other)
 
 
+@_tensor_args("input")
 def ne(input, other):
     return input.ne(other)
 
 
+@_tensor_args("input")
 def lt(input, other):
     return input.lt(other)
 
 
+@_tensor_args("input")
 def le(input, other):
     return input.le(other)
 
 
+@_tensor_args("input")
 def gt(input, other):
     return input.gt(other)
 
 
+@_tensor_args("input")
 def ge(input, other):
     return input.ge(other)
 
 
+@_tensor_args("input")
 def equal(input, other):
     return input.equal(other)
 
 
+@_tensor_args("input")
 def maximum(input, other):
     return input.maximum(other)
 
 
+@_tensor_args("input")
 def minimum(input, other):
     return input.minimum(other)
 
 
+@_tensor_args("input")
 def clamp(input, min=None, max=None):
     return input.clamp(min, max)
 
@@ -239,10 +280,12 @@ def clamp(input, min=None, max=None):
 clip = clamp
 
 
+@_tensor_args("input")
 def sqrt(input):
     return input.sqrt()
 
 
+@_tensor_args("input")
 def abs(input):
     return input.abs()
 
@@ -250,5 +293,6 @@ def abs(input):
 concat = concatenate = cat
 
 
+@_tensor_args("input")
 def masked_fill(input, mask, value):
     return input.masked_fill(mask, value)

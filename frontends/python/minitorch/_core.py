@@ -2,10 +2,13 @@
 result, dtype promotion (torch's rules on minitorch's dtypes), Python scalars, and the
 one-line op builders (_unary_op, _dim_op, _reduction)."""
 
+import functools
+import inspect
 import numbers
 import operator
 from ctypes import byref, c_int64, c_void_p
 
+from . import _convert
 from . import _dtype as D
 from ._lib import I64ARG, lib
 
@@ -53,9 +56,30 @@ def _floating(t):
     return t if t.dtype.is_floating_point else _cast(t, D.get_default_dtype())
 
 
+def _full(shape, value, dtype, device):
+    """A tensor of shape holding the Python number value, made where it lives. An integer dtype
+    takes value truncated toward zero, exactly: an int64 beyond 2^53, which mt_tensor_full's
+    double would round, travels as bytes (mt_tensor_from_data). A value outside an integer
+    dtype's range is an OverflowError, as minitorch.tensor gives."""
+    dims, n = _int64_array(shape)
+    if not dtype.is_floating_point:
+        try:
+            v = int(value)
+            raw, _ = _convert.encode([v], dtype)
+        except (OverflowError, ValueError):  # out of range; NaN or inf
+            raise OverflowError("value %r does not fit %s" % (value, dtype.name)) from None
+        if float(v) != v:
+            numel = 1
+            for d in shape:
+                numel *= d
+            return _new(lib.mt_tensor_from_data, raw * numel, dims, n, dtype.code, device.code)
+        value = v
+    return _new(lib.mt_tensor_full, dims, n, float(value), dtype.code, device.code)
+
+
 def _scalar_tensor(value, like):
     """A 0-d tensor holding value, with like's dtype and device."""
-    return _new(lib.mt_tensor_full, None, 0, float(value), like.dtype.code, like.device.code)
+    return _full((), value, like.dtype, like.device)
 
 
 def _is_scalar(x):
@@ -198,6 +222,35 @@ def _shape_args(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = args[0]
     return tuple(operator.index(s) for s in args)
+
+
+def tensor_args(*names):
+    """Decorates a function whose parameters `names` take Tensors (a trailing '?': or None). The
+    check runs only when the function raises AttributeError or TypeError, which a list or a
+    number where a Tensor belongs gives (it has no .relu or .dtype): then an argument of the
+    wrong type becomes torch's TypeError naming it, and the normal path pays one call."""
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        wanted = [(n.rstrip("?"), n.endswith("?")) for n in names]
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except (AttributeError, TypeError):
+                try:
+                    bound = sig.bind(*args, **kwargs)
+                except TypeError:
+                    raise  # a missing or unknown argument: Python's own message
+                bound.apply_defaults()
+                for name, optional in wanted:
+                    v = bound.arguments[name]
+                    if not isinstance(v, Tensor) and not (optional and v is None):
+                        raise TypeError("%s(): argument '%s' must be a Tensor, not %s"
+                                        % (fn.__name__, name, type(v).__name__)) from None
+                raise
+        return checked
+    return wrap
 
 
 def _checked(result, name, other):

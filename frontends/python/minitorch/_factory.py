@@ -8,7 +8,7 @@ import os
 from . import _convert
 from . import _dtype as D
 from ._lib import lib
-from ._core import _int64_array, _new, _shape_args
+from ._core import _full, _int64_array, _new, _shape_args
 from ._tensor import Tensor
 from .autograd import no_grad
 
@@ -157,8 +157,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
             dtype = D.int64
         else:
             dtype = D.get_default_dtype()
-    dims, n = _int64_array(_shape_args((size,) if isinstance(size, int) else size))
-    t = _new(lib.mt_tensor_full, dims, n, float(fill_value), dtype.code, D.as_device(device).code)
+    t = _full(_shape_args((size,) if isinstance(size, int) else size), fill_value, dtype, D.as_device(device))
     return _finish(t, requires_grad)
 
 

@@ -8,7 +8,7 @@ write through the storage pointer, so views of the same storage see the change."
 import ctypes
 
 from . import _core
-from ._core import _int64_array, _is_scalar, _new
+from ._core import _full, _int64_array, _is_scalar, _new
 from ._lib import lib
 from .autograd import is_grad_enabled, no_grad
 
@@ -28,9 +28,8 @@ class InplaceMixin:
         whole tensor), starting byte_offset bytes into this tensor's storage. Views of the same
         storage see the change. Call with grad mode off."""
         shape = tuple(self.shape if region is None else region)
-        if _is_scalar(src):  # made at the shape by mt_tensor_full: any dtype, nothing read back
-            dims, n = _int64_array(shape)
-            src = _new(lib.mt_tensor_full, dims, n, float(src), self.dtype.code, self.device.code)
+        if _is_scalar(src):  # made at the shape (_core._full): any dtype, nothing read back
+            src = _full(shape, src, self.dtype, self.device)
         if not self.dtype.is_floating_point and src.dtype.is_floating_point:
             raise TypeError("result type %s can't be cast to the desired output type %s"
                             % (src.dtype.name, self.dtype.name))
@@ -39,8 +38,7 @@ class InplaceMixin:
         if tuple(src.shape) != shape and src.numel() == 1 and not add_broadcasts:
             # a one-element tensor over an integer or half tensor: mt_add below broadcasts
             # float32/float64 only, so the value is read back and made at the shape
-            dims, n = _int64_array(shape)
-            src = _new(lib.mt_tensor_full, dims, n, float(src.item()), self.dtype.code, self.device.code)
+            src = _full(shape, src.item(), self.dtype, self.device)
         if tuple(src.shape) != shape:
             dims, n = _int64_array(shape)
             zeros = _new(lib.mt_tensor_zeros, dims, n, self.dtype.code, self.device.code)

@@ -371,6 +371,9 @@ class Tensor(IndexingMixin, InplaceMixin):
         if _is_scalar(other):
             x = _for_scalar(self, other)
             return _new_as(lib.mt_mul_scalar, x.dtype, x, float(other))
+        if isinstance(other, (list, tuple)):  # NotImplemented would let a list repeat itself t times
+            raise TypeError("can't multiply a Tensor and a %s (make it a tensor with minitorch.tensor)"
+                            % type(other).__name__)
         return NotImplemented
 
     def _div(self, other):
@@ -714,6 +717,12 @@ class Tensor(IndexingMixin, InplaceMixin):
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
         drop = {_wrap_dim(d, len(s)) for d in dims} if s else set()
         return self.reshape([n for i, n in enumerate(s) if not (i in drop and n == 1)])
+
+    def index_select(self, dim, index):
+        """The entries at index (integers, 1-D) along dim, in index's order (mt_index_select;
+        differentiable)."""
+        from ._indexing import _as_index_tensor, _select
+        return _select(self, _wrap_dim(dim, self.ndim), _as_index_tensor(index, self.device))
 
     def transpose(self, dim0, dim1):
         """Swaps two dims (a copy, mt_transpose)."""

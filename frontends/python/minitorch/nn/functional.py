@@ -10,7 +10,7 @@ import operator
 
 from .. import _dtype as D
 from .._lib import lib
-from .._core import _cast, _floating, _new, result_type
+from .._core import _cast, _floating, _new, result_type, tensor_args
 from .._tensor import Tensor
 
 __all__ = ["linear", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "mse_loss",
@@ -18,6 +18,7 @@ __all__ = ["linear", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "mse_l
            "scaled_dot_product_attention", "self_attention"]
 
 
+@tensor_args("input", "weight", "bias?")
 def linear(input, weight, bias=None):
     """input [..., in] @ weight[out, in]^T + bias[out] (mt_linear)."""
     dt = result_type(input, weight)
@@ -25,22 +26,27 @@ def linear(input, weight, bias=None):
                 None if bias is None else _cast(bias, dt))
 
 
+@tensor_args("input")
 def relu(input):
     return input.relu()
 
 
+@tensor_args("input")
 def sigmoid(input):
     return input.sigmoid()
 
 
+@tensor_args("input")
 def tanh(input):
     return input.tanh()
 
 
+@tensor_args("input")
 def softmax(input, dim):
     return input.softmax(dim)
 
 
+@tensor_args("input")
 def log_softmax(input, dim):
     return input.log_softmax(dim)
 
@@ -62,6 +68,7 @@ def _only_mean(name, reduction, **unsupported):
             raise NotImplementedError("%s(%s=...) is not available in the C ABI" % (name, k))
 
 
+@tensor_args("input", "target", "weight?")
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Mean over N of -log softmax(input)[n, target[n]]; input [N, C], target [N] integer
     (mt_cross_entropy). weight, ignore_index, label_smoothing and other reductions are not
@@ -71,12 +78,14 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return _new(lib.mt_cross_entropy, input, _targets(target, input))
 
 
+@tensor_args("input", "target", "weight?")
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Mean over N of -input[n, target[n]] (input holds log-probabilities; mt_nll_loss)."""
     _only_mean("nll_loss", reduction, weight=(weight, None), ignore_index=(ignore_index, -100))
     return _new(lib.mt_nll_loss, input, _targets(target, input))
 
 
+@tensor_args("input", "target")
 def mse_loss(input, target, reduction="mean"):
     """Mean squared error. 'mean' is mt_mse_loss (same shapes); 'sum' and 'none' are
     (input - target) ** 2 summed or elementwise."""
@@ -94,6 +103,7 @@ def mse_loss(input, target, reduction="mean"):
 
 # ------------------------------------------------------------ transformer blocks
 
+@tensor_args("input")
 def gelu(input, approximate="tanh"):
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (mt_gelu).
 
@@ -114,6 +124,7 @@ def _normalized_shape(normalized_shape):
     return tuple(operator.index(s) for s in normalized_shape)
 
 
+@tensor_args("input", "weight?", "bias?")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape dims,
     the variance biased as torch's (mt_layer_norm). Several trailing dims are flattened into
@@ -138,6 +149,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out.reshape(shape)
 
 
+@tensor_args("input", "weight")
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
     """Rows of weight [V, D] at the integer indices input (any shape): out [*input.shape, D]
@@ -160,6 +172,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     return _new(lib.mt_embedding, weight, input)
 
 
+@tensor_args("input")
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes each element with probability p and scales the rest by 1/(1-p) when training;
     the identity otherwise (mt_dropout). Each call draws one seed from the default generator
@@ -196,6 +209,7 @@ def _attention_weights(query, key, attn_mask, is_causal, scale):
     return scores.softmax(-1)
 
 
+@tensor_args("qkv")
 def self_attention(qkv, num_heads, is_causal=False):
     """Multi-head self-attention of one packed projection qkv [B, T, 3 D] (columns q, then k,
     then v; head h at columns h Dh of each, Dh = D / num_heads): [B, T, D], each head's
@@ -206,6 +220,7 @@ def self_attention(qkv, num_heads, is_causal=False):
     return _new(lib.mt_self_attention, qkv, int(num_heads), 1 if is_causal else 0)
 
 
+@tensor_args("query", "key", "value", "attn_mask?")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(q k^T * scale (+ mask)) v for q [..., T, D], k [..., S, D], v [..., S, Dv], as
@@ -223,6 +238,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % dropout_p)
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.ndim < 2:
+            raise ValueError("scaled_dot_product_attention: %s must have at least 2 dims ([..., L, E]), "
+                             "got shape %s" % (name, list(x.shape)))
     T, S = query.shape[-2], key.shape[-2]
     if attn_mask is None and dropout_p == 0 and (not is_causal or T == S) and (scale is None or scale > 0):
         if scale is None:
@@ -269,6 +288,7 @@ def _as_batch(x, call):
     return out.reshape(tuple(out.shape[1:]))
 
 
+@tensor_args("input", "weight", "bias?")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """Cross-correlation of input [N, C, H, W] (or [C, H, W]) with weight [K, C, R, S] plus
     bias [K], as torch.nn.functional.conv2d (mt_conv2d_ex). padding is an int, a pair, 'valid'
@@ -310,6 +330,7 @@ def _pool(fn, input, kernel_size, stride, padding, ceil_mode, **unsupported):
     return _as_batch(_floating(input), lambda x4: _new(getattr(lib, "mt_" + fn), x4, k, s))
 
 
+@tensor_args("input")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """Max over kernel_size windows every stride (default: kernel_size) pixels, no padding
     (mt_max_pool2d); windows may overlap, and the gradient goes to each window's first maximum."""
@@ -317,6 +338,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                  return_indices=(return_indices, False))
 
 
+@tensor_args("input")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean over kernel_size windows every stride (default: kernel_size) pixels, no padding
@@ -325,6 +347,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                  divisor_override=(divisor_override, None))
 
 
+@tensor_args("input", "running_mean?", "running_var?", "weight?", "bias?")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Batch normalization over dim 1 of input [N, C] or [N, C, H, W], as
     torch.nn.functional.batch_norm (mt_batch_norm). training: batch statistics, and the
@@ -348,6 +371,7 @@ __all__ += ["bias_act", "add_layer_norm", "dropout_add"]
 _ACTIVATIONS = {None: 0, "identity": 0, "relu": 1, "gelu": 2}   # mt_activation
 
 
+@tensor_args("input", "bias")
 def bias_act(input, bias, activation="identity"):
     """activation(input + bias), bias [n] over the last dim of input [..., n], in one pass
     (mt_bias_act). activation is 'identity' (or None), 'relu' or 'gelu' (the tanh form, as
@@ -360,6 +384,7 @@ def bias_act(input, bias, activation="identity"):
     return _new(lib.mt_bias_act, _cast(x, dt), _cast(bias, dt), _ACTIVATIONS[activation])
 
 
+@tensor_args("input", "residual", "weight?", "bias?")
 def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(s, layer_norm(s, normalized_shape, weight, bias, eps)) with s = input + residual (same
     shapes), both differentiable, from one pass over input and residual (mt_add_layer_norm):
@@ -385,6 +410,7 @@ def add_layer_norm(input, residual, normalized_shape, weight=None, bias=None, ep
     return Tensor._from_handle(s.value).reshape(shape), Tensor._from_handle(y.value).reshape(shape)
 
 
+@tensor_args("input", "residual")
 def dropout_add(input, residual, p=0.5, training=True):
     """residual + dropout(input, p, training) in one pass (mt_dropout_add): the same mask and
     the same bits as the composition for the same seed. One seed is drawn from the default

@@ -3,14 +3,19 @@
 from ctypes import c_void_p
 
 from .._lib import lib
-from .optimizer import Optimizer, new_handle
+from .optimizer import Optimizer, check_betas, check_real, new_handle
 
 
 class _AdamBase(Optimizer):
     _frozen = ("betas", "eps", "weight_decay")
+    _reals = ("lr", "eps", "weight_decay")
     _native = None
 
     def __init__(self, params, lr, betas, eps, weight_decay, amsgrad, maximize):
+        check_real(lr, "lr")
+        check_real(eps, "eps")
+        check_real(weight_decay, "weight_decay")
+        betas = check_betas(betas)
         if lr < 0.0:
             raise ValueError("Invalid learning rate: %s" % lr)
         if eps < 0.0:
@@ -25,8 +30,11 @@ class _AdamBase(Optimizer):
             raise NotImplementedError("amsgrad is not available in mt_optim_adam")
         if maximize:
             raise NotImplementedError("maximize is not available in mt_optim_adam")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       amsgrad=False, maximize=False))
+
+    def _check_group(self, group):
+        group["betas"] = check_betas(group["betas"])
 
     def _create(self, group):
         params = group["params"]

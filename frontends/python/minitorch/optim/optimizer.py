@@ -1,5 +1,6 @@
 """Optimizer: param_groups as torch, each group backed by one native mt_optimizer."""
 
+import numbers
 import os
 import re
 import shutil
@@ -18,6 +19,21 @@ class _Required:
 
 
 required = _Required()
+
+
+def check_real(value, what):
+    """value when it is a real number (a bool is not); a TypeError naming `what` otherwise, before
+    a comparison such as lr < 0 fails on it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a real number, got %s" % (what, type(value).__name__))
+    return value
+
+
+def check_betas(betas):
+    """betas as a tuple when it is a pair of real numbers; TypeError otherwise."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError("betas must be a pair of real numbers, got %r" % (betas,))
+    return (check_real(betas[0], "betas[0]"), check_real(betas[1], "betas[1]"))
 
 # Every optimizer alive, so that a replayed CUDA graph (whose recorded updates read the
 # learning rate on the device) sees a learning rate changed in param_groups since.
@@ -39,6 +55,7 @@ class Optimizer:
     schedulers that edit param_groups work."""
 
     _frozen = ()
+    _reals = ("lr",)  # group options that must be real numbers (check_real)
     _state_kind = None  # the "optimizer" entry of mt_optim_save's files: sgd, adam, adamw
 
     def __init__(self, params, defaults):
@@ -74,6 +91,8 @@ class Optimizer:
                 raise ValueError("parameter group didn't specify a value of required optimization "
                                  "parameter %s" % k)
             group.setdefault(k, v)
+        for k in self._reals:
+            check_real(group[k], k)
         self._check_group(group)
         handle = self._create(group)
         self.param_groups.append(group)
@@ -92,7 +111,7 @@ class Optimizer:
                 if group[k] != v:
                     raise ValueError("changing %s of a parameter group after the optimizer was created "
                                      "is not supported; create a new optimizer" % k)
-            if float(group["lr"]) != lr:
+            if check_real(group["lr"], "lr") != lr:
                 lib.mt_optim_set_lr(handle, float(group["lr"]))
                 entry[1] = float(group["lr"])
 

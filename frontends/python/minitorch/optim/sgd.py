@@ -3,7 +3,7 @@
 from ctypes import c_void_p
 
 from .._lib import lib
-from .optimizer import Optimizer, new_handle, required
+from .optimizer import Optimizer, check_real, new_handle, required
 
 
 class SGD(Optimizer):
@@ -14,10 +14,15 @@ class SGD(Optimizer):
     """
 
     _frozen = ("momentum", "weight_decay", "nesterov")
+    _reals = ("lr", "momentum", "weight_decay")
     _state_kind = "sgd"
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  maximize=False):
+        if lr is not required:
+            check_real(lr, "lr")
+        check_real(momentum, "momentum")
+        check_real(weight_decay, "weight_decay")
         if lr is not required and lr < 0.0:
             raise ValueError("Invalid learning rate: %s" % lr)
         if momentum < 0.0:
