@@ -448,6 +448,8 @@ class CatTest(GradCase):
         self.assertIn("mt_cat", str(cm.exception))
         with self.assertRaises(ValueError):
             mt.stack([mt.ones(2), mt.ones(3)])
+        with self.assertRaisesRegex(TypeError, "stack\\(\\): expected Tensor as element 1"):
+            mt.stack([mt.ones(2), [1.0, 2.0]])           # AttributeError ('list' has no shape) before
 
 
 class MaskedFillTest(TestCase):

@@ -345,6 +345,14 @@ class ClipGradTest(TestCase):
         self.assertClose(a.grad, [3.0 * scale, 0.0], rtol=1e-12)
         with self.assertRaises(NotImplementedError):
             nn.utils.clip_grad_norm_([a], 1.0, norm_type=1)
+        # float() took "1" as 1.0
+        with self.assertRaisesRegex(TypeError, "^max_norm must be a real number, got str"):
+            nn.utils.clip_grad_norm_([a], "1")
+        with self.assertRaisesRegex(TypeError, "^norm_type must be a real number, got str"):
+            nn.utils.clip_grad_norm_([a], 1.0, norm_type="2")
+        for make in (lambda: nn.Dropout("0.5"), lambda: F.dropout(a, "0.5"), lambda: F.dropout_add(a, a, "0.5")):
+            with self.assertRaisesRegex(TypeError, "^dropout probability must be a real number, got str"):
+                make()
 
     def test_clip_grad_norm_without_gradients(self):
         c = mt.tensor([1.0, 2.0], requires_grad=True)          # no backward yet: no .grad

@@ -8,7 +8,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_frontend_support import (TestCase, flat, mt, rand_list, ref_binary, ref_matmul,  # noqa: E402
+from test_frontend_support import (DEVICE, TestCase, flat, mt, rand_list, ref_binary, ref_matmul,  # noqa: E402
                                    ref_permute, ref_reduce, ref_transpose2, ref_unary, sigmoid, unflat)
 
 BROADCAST_CASES = [
@@ -122,6 +122,24 @@ class ElementwiseTest(TestCase):
         # integer arithmetic is not in the library: a clear TypeError, not a wrong answer
         with self.assertRaises(TypeError):
             i64 + 1
+
+    def test_membership(self):
+        # `x in t` as torch: any element equal (a tensor broadcast against t); it raised
+        # "Boolean value of Tensor with more than one values is ambiguous"
+        rng = self.rng(5)
+        vals = [[float(rng.randrange(-4, 5)) for _ in range(3)] for _ in range(4)]
+        t = mt.tensor(vals, device=DEVICE)
+        flat_vals = [v for row in vals for v in row]
+        for x in range(-6, 7):
+            self.assertEqual(x in t, float(x) in flat_vals, str(x))
+            self.assertEqual(x + 0.5 in t, False)
+        self.assertTrue(mt.tensor(vals[2], device=DEVICE) in t)
+        self.assertFalse(mt.tensor([9.0, 9.0, 9.0], device=DEVICE) in t)
+        self.assertFalse(float("nan") in mt.tensor([float("nan")], device=DEVICE))
+        self.assertFalse(1.0 in mt.zeros(0, device=DEVICE))
+        self.assertTrue(3 in mt.arange(5, device=DEVICE))
+        with self.assertRaisesRegex(TypeError, "'in' needs a number or a Tensor"):
+            "a" in t
 
     def test_bad_operands(self):
         t = mt.ones(2)

@@ -77,6 +77,9 @@ class FactoryTest(TestCase):
             mt.tensor(object())
         with self.assertRaises(OverflowError):
             mt.tensor([256], dtype=mt.uint8)
+        for data in ({1: 2}, {1.0, 2.0}, frozenset([3])):  # iterating a dict gave its keys
+            with self.assertRaisesRegex(TypeError, "can't build a tensor from %s" % type(data).__name__):
+                mt.tensor(data)
 
     def test_ints_beyond_int64_are_refused(self):
         # ctypes' c_int64 keeps the low 64 bits: 2**64 + 3 was a size of 3, 2**64 dim 0
@@ -182,6 +185,28 @@ class FactoryTest(TestCase):
         self.assertEqual(mt.arange(3, dtype=mt.float64).tolist(), [0.0, 1.0, 2.0])
         with self.assertRaises(ValueError):
             mt.arange(0, 1, 0)
+        # float("3") made arange("3") a range of 3
+        for args, name in ((("3",), "end"), ((0, b"4"), "end"), (("1", 4), "start"), ((0, 4, None), "step")):
+            with self.assertRaisesRegex(TypeError, "^arange\\(\\): %s must be a real number" % name):
+                mt.arange(*args)
+        with self.assertRaises(TypeError):
+            mt.randperm(4.5)                               # int(4.5) was 4
+        self.assertEqual(sorted(mt.randperm(6).tolist()), list(range(6)))
+
+    def test_manual_seed_range(self):
+        # torch's range: [-2^63, 2^64 - 1], a negative seed taken modulo 2^64; beyond it was
+        # silently cut to 64 bits, so 2^64 + 5 seeded as 5
+        for seed, kept in ((5, 5), (-1, 2 ** 64 - 1), (2 ** 64 - 1, 2 ** 64 - 1), (-2 ** 63, 2 ** 63), ("7", 7)):
+            mt.manual_seed(seed)
+            self.assertEqual(mt.initial_seed(), kept)
+        mt.manual_seed(2 ** 64 - 1)
+        a = mt.rand(4).tolist()
+        mt.manual_seed(-1)
+        self.assertEqual(mt.rand(4).tolist(), a)
+        for seed in (2 ** 64, 2 ** 64 + 5, -2 ** 63 - 1):
+            with self.assertRaisesRegex(ValueError, "seed must be within"):
+                mt.manual_seed(seed)
+        mt.manual_seed(0)
 
     def test_rand_randn_are_seeded(self):
         mt.manual_seed(123)

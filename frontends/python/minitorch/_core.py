@@ -224,6 +224,14 @@ def _shape_args(args):
     return tuple(operator.index(s) for s in args)
 
 
+def real_arg(value, what):
+    """value when it is a real number (a bool is not); a TypeError naming `what` otherwise, before
+    a comparison (p <= 1) or float() (float("0.5") is 0.5) takes it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a real number, got %s" % (what, type(value).__name__))
+    return value
+
+
 def tensor_args(*names):
     """Decorates a function whose parameters `names` take Tensors (a trailing '?': or None). The
     check runs only when the function raises AttributeError or TypeError, which a list or a

@@ -3,12 +3,13 @@ random seed generator behind rand/randn."""
 
 import math
 import numbers
+import operator
 import os
 
 from . import _convert
 from . import _dtype as D
 from ._lib import lib
-from ._core import _full, _int64_array, _new, _shape_args
+from ._core import _full, _int64_array, _new, _shape_args, real_arg
 from ._tensor import Tensor
 from .autograd import no_grad
 
@@ -27,7 +28,11 @@ class Generator:
         self.manual_seed(seed)
 
     def manual_seed(self, seed):
-        self._seed = int(seed) & _MASK64
+        """seed: an integer in [-2^63, 2^64) (a negative one taken modulo 2^64, as torch)."""
+        seed = int(seed)
+        if not -(1 << 63) <= seed <= _MASK64:
+            raise ValueError("manual_seed: seed must be within [-2^63, 2^64 - 1], got %d" % seed)
+        self._seed = seed & _MASK64
         self._calls = 0
         return self
 
@@ -118,7 +123,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         try:
             memoryview(data)
         except TypeError:
-            if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):
+            if isinstance(data, (str, bytes, dict, set, frozenset)) or not hasattr(data, "__iter__"):
                 raise TypeError("can't build a tensor from %s" % type(data).__name__) from None
             return tensor(list(data), dtype=dtype, device=dev, requires_grad=requires_grad)
         shape, raw, raw_dt, flat = _convert.from_buffer(data)
@@ -182,6 +187,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     """[start, start+step, ...) short of end; int64 when every argument is an integer."""
     if end is None:
         start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        real_arg(v, "arange(): " + name)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if _checked_dtype(dtype) is None:
@@ -198,7 +205,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (int64; mt_randperm)."""
     gen = default_generator if generator is None else generator
-    t = _new(lib.mt_randperm, int(n), gen.next_seed(), D.as_device(device).code)
+    t = _new(lib.mt_randperm, operator.index(n), gen.next_seed(), D.as_device(device).code)
     if _checked_dtype(dtype) is not None and dtype is not t.dtype:
         t = _new(lib.mt_tensor_cast, t, dtype.code)
     return _finish(t, requires_grad)

@@ -610,6 +610,13 @@ class Tensor(IndexingMixin, InplaceMixin):
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __contains__(self, element):
+        """element in t: whether any element equals it (a number or a tensor broadcast to t), as
+        torch."""
+        if not (_is_scalar(element) or isinstance(element, Tensor)):
+            raise TypeError("'in' needs a number or a Tensor on the left, got %s" % type(element).__name__)
+        return bool((self == element).float().max().item()) if self.numel() else False
+
     def __bool__(self):
         if self.numel() != 1:
             raise RuntimeError("Boolean value of Tensor with %s values is ambiguous"
@@ -844,6 +851,10 @@ def stack(tensors, dim=0):
     """Joins same-shaped tensors along a new dim (torch.stack: unsqueeze, then cat)."""
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)) or not tensors:
         raise TypeError("stack(): expects a non-empty tuple or list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError("stack(): expected Tensor as element %d in argument 0, but got %s"
+                            % (i, type(t).__name__))
     shape = tuple(tensors[0].shape)
     for t in tensors:
         if tuple(t.shape) != shape:

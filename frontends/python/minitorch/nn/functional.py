@@ -10,7 +10,7 @@ import operator
 
 from .. import _dtype as D
 from .._lib import lib
-from .._core import _cast, _floating, _new, result_type, tensor_args
+from .._core import _cast, _floating, _new, real_arg, result_type, tensor_args
 from .._tensor import Tensor
 
 __all__ = ["linear", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "mse_loss",
@@ -177,7 +177,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes each element with probability p and scales the rest by 1/(1-p) when training;
     the identity otherwise (mt_dropout). Each call draws one seed from the default generator
     (minitorch.manual_seed makes the masks reproducible)."""
-    p = float(p)
+    p = float(real_arg(p, "dropout probability"))
     if not 0.0 <= p <= 1.0:
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if inplace:
@@ -415,7 +415,7 @@ def dropout_add(input, residual, p=0.5, training=True):
     """residual + dropout(input, p, training) in one pass (mt_dropout_add): the same mask and
     the same bits as the composition for the same seed. One seed is drawn from the default
     generator per call in training, as dropout does."""
-    p = float(p)
+    p = float(real_arg(p, "dropout probability"))
     if not 0.0 <= p <= 1.0:
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0.0 or p == 1.0:

@@ -5,6 +5,7 @@ import math
 
 from .. import _dtype as D
 from .._dtype import as_device
+from .._core import real_arg
 from .._factory import ones, zeros
 from . import functional as F
 from . import init
@@ -232,7 +233,7 @@ class Dropout(Module):
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
+        if not 0.0 <= real_arg(p, "dropout probability") <= 1.0:
             raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
         if inplace:
             raise NotImplementedError("Dropout(inplace=True) is not available: the tape cannot record an "

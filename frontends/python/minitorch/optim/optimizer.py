@@ -1,6 +1,5 @@
 """Optimizer: param_groups as torch, each group backed by one native mt_optimizer."""
 
-import numbers
 import os
 import re
 import shutil
@@ -8,6 +7,7 @@ import tempfile
 import weakref
 from ctypes import byref, c_double, c_void_p
 
+from .._core import real_arg as check_real
 from .._lib import lib
 from .._tensor import Tensor
 from ..autograd import enable_grad
@@ -19,14 +19,6 @@ class _Required:
 
 
 required = _Required()
-
-
-def check_real(value, what):
-    """value when it is a real number (a bool is not); a TypeError naming `what` otherwise, before
-    a comparison such as lr < 0 fails on it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError("%s must be a real number, got %s" % (what, type(value).__name__))
-    return value
 
 
 def check_betas(betas):
