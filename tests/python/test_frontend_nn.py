@@ -258,6 +258,28 @@ class ArgumentTypeTest(TestCase):
         self.assertClose(F.relu(x), [[max(v, 0.0) for v in row] for row in x.tolist()])
         self.assertEqual(F.linear(x, lin.weight, None).shape, (2, 2))
 
+    def test_layer_options_and_names(self):
+        # a string eps was kept and float() read it at the first forward
+        for make in (lambda: nn.LayerNorm(3, eps="1e-5"), lambda: nn.BatchNorm2d(3, eps="1e-5")):
+            with self.assertRaisesRegex(TypeError, "^eps must be a real number, got str"):
+                make()
+        with self.assertRaisesRegex(TypeError, "^momentum must be a real number, got str"):
+            nn.BatchNorm1d(3, momentum="0.1")
+        # torch's rules for registered names: a dotted name was accepted and broke state_dict keys
+        m = nn.Module()
+        for register in (lambda n: m.add_module(n, nn.ReLU()), lambda n: m.register_buffer(n, mt.ones(1)),
+                         lambda n: m.register_parameter(n, nn.Parameter(mt.ones(1)))):
+            for bad in ("a.b", ""):
+                with self.assertRaisesRegex(KeyError, "name must be non-empty and hold no dot"):
+                    register(bad)
+            with self.assertRaisesRegex(TypeError, "name should be a string, got int"):
+                register(3)
+        self.assertEqual(list(dict(m.named_children())), [])
+        m.add_module("act", nn.ReLU())
+        self.assertEqual(list(dict(m.named_children())), ["act"])
+        with self.assertRaisesRegex(TypeError, "Expected state_dict to be dict-like, got list"):
+            nn.Linear(2, 2).load_state_dict([("weight", mt.ones(2, 2))])
+
     def test_attention_needs_two_dims(self):
         v = mt.tensor(rand_list((4,), self.rng(2)), device=DEVICE)
         for name, args in (("query", (v, v.reshape(2, 2), v.reshape(2, 2))),

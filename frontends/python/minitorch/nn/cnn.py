@@ -4,6 +4,7 @@ without padding)."""
 
 import math
 
+from .._core import real_arg
 from .._dtype import as_device
 from .._factory import ones, zeros
 from . import functional as F
@@ -120,7 +121,8 @@ class _BatchNorm(Module):
         if momentum is None:
             raise NotImplementedError("%s(momentum=None) (a cumulative moving average) is not available"
                                       % type(self).__name__)
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.num_features = num_features
+        self.eps, self.momentum = real_arg(eps, "eps"), real_arg(momentum, "momentum")
         self.affine, self.track_running_stats = affine, track_running_stats
         dev = as_device(device)
         if affine:

@@ -156,7 +156,7 @@ class LayerNorm(Module):
                  dtype=None):
         super().__init__()
         self.normalized_shape = F._normalized_shape(normalized_shape)
-        self.eps = eps
+        self.eps = real_arg(eps, "eps")
         self.elementwise_affine = elementwise_affine
         dev = as_device(device)
         if elementwise_affine:

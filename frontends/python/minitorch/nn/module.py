@@ -2,6 +2,7 @@
 with torch.nn.Module's names and behaviour."""
 
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 from .._factory import tensor as _to_tensor
 from .._tensor import Tensor
@@ -85,7 +86,17 @@ class Module:
                 return
         object.__delattr__(self, name)
 
+    @staticmethod
+    def _check_name(kind, name):
+        """torch's rules for a registered name: a non-empty str without '.' (state_dict keys and
+        named_* walks join names with dots)."""
+        if not isinstance(name, str):
+            raise TypeError("%s name should be a string, got %s" % (kind, type(name).__name__))
+        if not name or "." in name:
+            raise KeyError("%s name must be non-empty and hold no dot, got %r" % (kind, name))
+
     def register_parameter(self, name, param):
+        self._check_name("parameter", name)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError("cannot assign '%s' object to parameter '%s' (minitorch.nn.Parameter or "
                             "None required)" % (type(param).__name__, name))
@@ -93,6 +104,7 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
+        self._check_name("buffer", name)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError("cannot assign '%s' object to buffer '%s' (minitorch.Tensor or None "
                             "required)" % (type(tensor).__name__, name))
@@ -102,6 +114,7 @@ class Module:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
+        self._check_name("module", name)
         if module is not None and not isinstance(module, Module):
             raise TypeError("%s is not a Module subclass" % type(module).__name__)
         self._forget(name)
@@ -187,6 +200,8 @@ class Module:
     def load_state_dict(self, state_dict, strict=True):
         """Copies values into the existing parameters and buffers (in place, so optimizers
         keep working). strict: every key must match both ways, else RuntimeError."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError("Expected state_dict to be dict-like, got %s" % type(state_dict).__name__)
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
