@@ -141,6 +141,35 @@ class ElementwiseTest(TestCase):
         with self.assertRaisesRegex(TypeError, "'in' needs a number or a Tensor"):
             "a" in t
 
+    def test_argument_types(self):
+        # strings went through float() (clamp("0", 1), fill_("1")), alpha="2" multiplied the
+        # tensor into a list, dtype=5 was read as the device cuda:5, and "no" required grad
+        t = mt.tensor(rand_list((2, 3), self.rng(6)), device=DEVICE)
+        for call, message in ((lambda: t.clamp("0", 1), "clamp\\(\\): min must be a real number"),
+                              (lambda: t.clamp(max="1"), "clamp\\(\\): max must be a real number"),
+                              (lambda: t.clone().fill_("1"), "fill_\\(\\) expects a number"),
+                              (lambda: t.add(t, alpha="2"), "add\\(\\): alpha must be a real number"),
+                              (lambda: t.clone().sub_(t, alpha=[2]), "sub\\(\\): alpha must be a real number"),
+                              (lambda: t.to(dtype=5), "to\\(\\): dtype must be a minitorch dtype"),
+                              (lambda: t.clone().requires_grad_("no"), "argument 'requires_grad' must be bool")):
+            with self.subTest(message=message):
+                with self.assertRaisesRegex(TypeError, message):
+                    call()
+        self.assertClose(t.add(t, alpha=2), [[3 * v for v in row] for row in t.tolist()])
+        self.assertClose(t.clamp(-0.25, 0.25), [[min(max(v, -0.25), 0.25) for v in row] for row in t.tolist()])
+
+    def test_format(self):
+        # a 0-d tensor formats as its number, as torch; other tensors only whole
+        v = self.rng(7).uniform(-100, 100)
+        x = mt.tensor(v, dtype=mt.float64, device=DEVICE)
+        self.assertEqual("{:.3f}".format(x), "{:.3f}".format(v))
+        self.assertEqual(f"{x:>12.4e}", f"{v:>12.4e}")
+        self.assertEqual("{:d}".format(mt.tensor(42, device=DEVICE)), "42")
+        t = mt.ones(2, device=DEVICE)
+        self.assertEqual("{}".format(t), str(t))
+        with self.assertRaisesRegex(TypeError, "unsupported format string"):
+            "{:.2f}".format(t)
+
     def test_bad_operands(self):
         t = mt.ones(2)
         with self.assertRaises(TypeError):

@@ -73,6 +73,8 @@ class InplaceMixin:
 
     def fill_(self, value):
         # a number is made at the shape with nothing read back (_write); a tensor value is read
+        if not (_is_scalar(value) or isinstance(value, _core.Tensor)):  # float("1") took a str
+            raise TypeError("fill_() expects a number or a one-element Tensor, got %s" % type(value).__name__)
         return self._inplace(lambda: value if _is_scalar(value) else float(value))
 
     def add_(self, other, alpha=1):

@@ -26,7 +26,7 @@ from . import _convert, _core, _format
 from . import _dtype as D
 from ._core import (NOT_IN_ABI, _binary, _cast, _checked, _dim_op, _floating, _for_scalar,
                     _int64_array, _is_integral, _is_scalar, _new, _new_as, _reduction, _scalar_tensor,
-                    _shape_args, _unary_op, _wrap_dim, result_type)
+                    _shape_args, _unary_op, _wrap_dim, real_arg, result_type)
 from ._indexing import IndexingMixin
 from ._inplace import InplaceMixin
 from ._lib import lib
@@ -184,6 +184,9 @@ class Tensor(IndexingMixin, InplaceMixin):
         lib.mt_tensor_set_requires_grad(self, 1 if flag else 0)
 
     def requires_grad_(self, requires_grad=True):
+        if not isinstance(requires_grad, bool):  # "no" is truthy
+            raise TypeError("requires_grad_(): argument 'requires_grad' must be bool, not %s"
+                            % type(requires_grad).__name__)
         self.requires_grad = requires_grad
         return self
 
@@ -284,7 +287,10 @@ class Tensor(IndexingMixin, InplaceMixin):
         dev = dt = None
         copy = kwargs.pop("copy", False)
         kwargs.pop("non_blocking", None)
-        for a in list(args) + [kwargs.pop("device", None), kwargs.pop("dtype", None)]:
+        kw_dtype = kwargs.pop("dtype", None)
+        if kw_dtype is not None and not isinstance(kw_dtype, D.dtype):  # dtype=5 read as cuda:5
+            raise TypeError("to(): dtype must be a minitorch dtype, got %r" % (kw_dtype,))
+        for a in list(args) + [kwargs.pop("device", None), kw_dtype]:
             if a is None:
                 continue
             if isinstance(a, D.dtype):
@@ -426,10 +432,12 @@ class Tensor(IndexingMixin, InplaceMixin):
 
     def add(self, other, alpha=1):
         """self + alpha * other (other a tensor or a number, broadcast)."""
+        real_arg(alpha, "add(): alpha")
         return _checked(self._add(other if alpha == 1 else other * alpha), "add", other)
 
     def sub(self, other, alpha=1):
         """self - alpha * other."""
+        real_arg(alpha, "sub(): alpha")
         return _checked(self._sub(other if alpha == 1 else other * alpha), "sub", other)
 
     subtract = sub
@@ -562,8 +570,8 @@ class Tensor(IndexingMixin, InplaceMixin):
             if max is not None:
                 out = out.minimum(max)
             return out
-        lo = float("-inf") if min is None else float(min)
-        hi = float("inf") if max is None else float(max)
+        lo = float("-inf") if min is None else float(real_arg(min, "clamp(): min"))
+        hi = float("inf") if max is None else float(real_arg(max, "clamp(): max"))
         x = self
         if not x.dtype.is_floating_point and not all(b is None or _is_integral(b) for b in (min, max)):
             x = _cast(x, D.get_default_dtype())
@@ -609,6 +617,16 @@ class Tensor(IndexingMixin, InplaceMixin):
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __format__(self, spec):
+        """A 0-d tensor formats as its number ("{:.2f}"), as torch; others only with an empty spec
+        (their str)."""
+        if self.numel() == 1 and self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError("unsupported format string passed to Tensor.__format__ (a %d-d tensor "
+                            "formats only as a whole, with {})" % self.ndim)
+        return str(self)
 
     def __contains__(self, element):
         """element in t: whether any element equals it (a number or a tensor broadcast to t), as
