@@ -221,8 +221,13 @@ MT_API mt_status mt_tensor_arange(mt_tensor **out, double start, double end, dou
     MT_CHECK(step != 0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(end), INVALID_ARGUMENT,
              "needs finite start, end and a non-zero step, got start %g end %g step %g", start, end, step);
     double count = std::ceil((end - start) / step);
+    MT_CHECK(count <= (double)kMaxNumel, INVALID_ARGUMENT, "%.17g elements from start %g end %g step %g is too many",
+             count, start, end, step);
     int64_t n = count > 0 ? (int64_t)count : 0;
     DType dt = dtype_arg(dtype);
+    // the first and last values must fit an integer dtype (the conversion is undefined outside it)
+    MT_CHECK(n == 0 || (value_fits(start, dt) && value_fits(start + (double)(n - 1) * step, dt)), INVALID_ARGUMENT,
+             "values from %g to %g do not fit %s", start, start + (double)(n - 1) * step, dtype_name(dt));
     Ref t = ops::empty({n}, dt, device_arg(device));
     if (n) t->backend().arange(t->data(), n, dt, start, step);
     return t;

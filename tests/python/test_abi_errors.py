@@ -386,6 +386,19 @@ class TestSizeErrors(ErrorCase):
                 self.assertEqual(U.shape_of(out.value), (0,), str(args))
             else:
                 self.assertStatus(st, BAD, "mt_tensor_arange")
+        # values an integer dtype cannot hold (the conversion was undefined: uint8 -3 gave 253,
+        # int64 1e29 gave -2^63), and counts past 2^60 (cast to int64 undefined)
+        from abi_util import MT_I64, MT_U8
+        for start, end, step, dt in ((-3, 3, 1, MT_U8), (0, 300, 1, MT_U8), (0, 1e30, 1e29, MT_I64),
+                                     (2 ** 31 - 2, 2 ** 31 + 2, 1, MT_I32)):
+            with self.subTest(start=start, end=end, dtype=U.DTYPE_NAMES[dt]):
+                self.expect_fail("mt_tensor_arange", (c_double(start), c_double(end), c_double(step), dt, self.DEV),
+                                 BAD, ["mt_tensor_arange", U.DTYPE_NAMES[dt]])
+        self.expect_fail("mt_tensor_arange", (c_double(0), c_double(1e300), c_double(1), MT_F32, self.DEV), BAD,
+                         ["too many"])
+        lo = self.rng.randrange(0, 200)
+        f = self.op("mt_tensor_arange", c_double(lo), c_double(256), c_double(5), MT_U8, self.DEV)
+        self.assertEqual(U.to_list(f), list(range(lo, 256, 5)))
 
     def test_nbytes_mismatch(self):
         x = self.tensor([1.0, 2.0, 3.0], (3,), MT_F32)
