@@ -168,6 +168,13 @@ class GradModeTest(TestCase):
         mt.set_grad_enabled(False)
         self.assertFalse(mt.is_grad_enabled())
         mt.set_grad_enabled(True)
+        # switches take bools ("no" is truthy and turned grad mode on); backward a Tensor
+        for switch in (mt.set_grad_enabled, mt.set_deterministic, mt.set_allow_tf32):
+            with self.assertRaisesRegex(TypeError, "must be a bool, got str"):
+                switch("no")
+        self.assertTrue(mt.is_grad_enabled())
+        with self.assertRaisesRegex(TypeError, "backward\\(\\): argument 'tensor' must be a Tensor, not list"):
+            mt.autograd.backward([leaf([1.0]).sum()])
         ctx = mt.no_grad()
         with ctx:
             with ctx:

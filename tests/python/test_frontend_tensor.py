@@ -631,6 +631,9 @@ class TopLevelTest(TestCase):
         self.assertEqual(mt.ABI_VERSION, 1)
 
     def test_assert_close(self):
+        for kw in ({"rtol": "1e-3", "atol": 0.0}, {"rtol": 0.0, "atol": [1e-3]}):
+            with self.assertRaisesRegex(TypeError, "must be a real number"):
+                mt.testing.assert_close(mt.tensor([1.0]), [1.0], **kw)
         mt.testing.assert_close(mt.tensor([1.0, 2.0]), [1.0, 2.0 + 1e-7])
         mt.testing.assert_close(mt.tensor([1, 2]), mt.tensor([1, 2]))
         with self.assertRaises(AssertionError):

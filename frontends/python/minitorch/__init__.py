@@ -54,6 +54,8 @@ def live_bytes(device="cpu"):
 def set_allow_tf32(allow):
     """Lets float32 matmuls on CUDA use TF32 (off by default, as torch's
     backends.cuda.matmul.allow_tf32); returns the previous setting."""
+    if not isinstance(allow, bool):
+        raise TypeError("set_allow_tf32(): allow must be a bool, got %s" % type(allow).__name__)
     return bool(_lib.lib.mt_set_allow_tf32(1 if allow else 0))
 
 
@@ -62,6 +64,8 @@ def set_deterministic(on):
     faster kernels whose float sums arrive in a varying order, and conv paths chosen by timing
     (False, the default, as torch.use_deterministic_algorithms(False)); returns the previous
     setting."""
+    if not isinstance(on, bool):
+        raise TypeError("set_deterministic(): on must be a bool, got %s" % type(on).__name__)
     return bool(_lib.lib.mt_set_deterministic(1 if on else 0))
 
 

@@ -59,6 +59,8 @@ class set_grad_enabled:
     """set_grad_enabled(mode): sets grad mode now; used with `with`, restores it on exit."""
 
     def __init__(self, mode):
+        if not isinstance(mode, bool):  # "no" is truthy
+            raise TypeError("set_grad_enabled(): mode must be a bool, got %s" % type(mode).__name__)
         self._prev = lib.mt_set_grad_enabled(1 if mode else 0)
 
     def __enter__(self):
@@ -81,4 +83,7 @@ def clear_tape():
 
 def backward(tensor, grad_tensor=None):
     """minitorch.autograd.backward(loss) is loss.backward()."""
+    from ._tensor import Tensor
+    if not isinstance(tensor, Tensor):
+        raise TypeError("backward(): argument 'tensor' must be a Tensor, not %s" % type(tensor).__name__)
     tensor.backward(grad_tensor)

@@ -1,5 +1,6 @@
 """minitorch.data: dataset files read by the library (IDX for MNIST, TSV tables)."""
 
+import operator
 import os
 from ctypes import byref, c_void_p
 
@@ -23,5 +24,5 @@ def load_tsv(path, columns, target_column, device=None):
         columns = ",".join(columns)
     features, targets = c_void_p(), c_void_p()
     lib.mt_load_tsv(byref(features), byref(targets), os.fsencode(path), columns.encode(),
-                    int(target_column), D.as_device(device).code)
+                    operator.index(target_column), D.as_device(device).code)
     return Tensor._from_handle(features.value), Tensor._from_handle(targets.value)

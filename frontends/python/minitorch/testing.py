@@ -3,6 +3,7 @@
 import math
 
 from . import _dtype as D
+from ._core import real_arg
 from ._tensor import Tensor
 
 # (rtol, atol) by dtype, as torch.testing.assert_close.
@@ -37,8 +38,8 @@ def assert_close(actual, expected, rtol=None, atol=None, equal_nan=False, check_
         raise AssertionError("number of elements differs: %d vs %d" % (len(a), len(e)))
     dt = a_dt or e_dt
     default = _TOLERANCES.get(dt, (0.0, 0.0) if dt is not None else (1.3e-6, 1e-5))
-    rtol = default[0] if rtol is None else rtol
-    atol = default[1] if atol is None else atol
+    rtol = default[0] if rtol is None else real_arg(rtol, "rtol")
+    atol = default[1] if atol is None else real_arg(atol, "atol")
     worst = None
     bad = 0
     for i, (x, y) in enumerate(zip(a, e)):
