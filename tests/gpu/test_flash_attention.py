@@ -281,7 +281,8 @@ class FlashAttentionTest(unittest.TestCase):
 
     @unittest.skipIf(STUDY is None, "the library has no mt_study_flash_config (CPU build?)")
     def test_more_tiles_than_sms(self):
-        # 192 to 384 (query tile, head) items a launch, more than an H100 or H200 has SMs. The
+        # 144 to 384 (query tile, head) items a launch, more than an H100 or H200 has SMs (and
+        # a last shape of 16 items, fewer than the SMs, so a grid smaller than the GPU). The
         # persistent forward rows (fa_configs.h) run one CTA an SM and take all but their first
         # item from a counter in global memory, which the launch's last fetch sets back to 0.
         # The launches follow each other with different item counts, so a counter left wrong
