@@ -194,11 +194,8 @@ MT_API mt_status mt_tensor_ones(mt_tensor **out, const int64_t *shape, int64_t n
 
 MT_API mt_status mt_tensor_full(mt_tensor **out, const int64_t *shape, int64_t ndim, double value, mt_dtype dtype,
                                 mt_device device) {
-  return op_entry("mt_tensor_full", out, [&] {
-    const DType dt = dtype_arg(dtype);
-    MT_CHECK(value_fits(value, dt), INVALID_ARGUMENT, "value %.17g does not fit %s", value, dtype_name(dt));
-    return ops::full(shape_arg(shape, ndim), value, dt, device_arg(device));
-  });
+  return op_entry("mt_tensor_full", out,
+                  [&] { return ops::full(shape_arg(shape, ndim), value, dtype_arg(dtype), device_arg(device)); });
 }
 
 MT_API mt_status mt_tensor_rand(mt_tensor **out, const int64_t *shape, int64_t ndim, int64_t seed, mt_dtype dtype,

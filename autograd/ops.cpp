@@ -102,6 +102,7 @@ Ref empty(const Shape &shape, DType dtype, Device device) {
 }
 
 Ref full(const Shape &shape, double value, DType dtype, Device device) {
+  MT_CHECK(value_fits(value, dtype), INVALID_ARGUMENT, "value %.17g does not fit %s", value, dtype_name(dtype));
   Ref t = empty(shape, dtype, device);
   t->backend().fill(t->data(), t->numel(), dtype, value);
   return t;

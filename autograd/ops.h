@@ -87,6 +87,7 @@ namespace ops {
 
 // Factories (never recorded).
 Ref empty(const Shape &shape, DType dtype, Device device);
+// value must fit an integer dtype (value_fits): Error(INVALID_ARGUMENT) otherwise.
 Ref full(const Shape &shape, double value, DType dtype, Device device);
 Ref rand(const Shape &shape, uint64_t seed, bool normal, DType dtype, Device device);
 Ref from_host(const void *data, const Shape &shape, DType dtype, Device device);
