@@ -86,6 +86,29 @@ __device__ __forceinline__ void fwd_scores(float (&s)[BC / 2], uint32_t q_addr, 
   }
 }
 
+// Q's descriptors for fwd_scores_qd: the low words (the high word is the same for every step).
+// Opaque to the compiler once made, so that a loop over key tiles reads them from registers
+// instead of building them again from the item's buffer each tile.
+template <int D, int BR>
+__device__ __forceinline__ void fwd_q_descs(uint32_t (&qd)[D / 16], uint32_t q_addr) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    qd[kk] = (uint32_t)smem_desc(q_addr + (kk >> 2) * BR * 128 + (kk & 3) * 32, 16, 1024);
+    asm volatile("" : "+r"(qd[kk]));
+  }
+}
+
+// fwd_scores with Q's descriptors from fwd_q_descs.
+template <class T, int D, int BC>
+__device__ __forceinline__ void fwd_scores_qd(float (&s)[BC / 2], const uint32_t (&qd)[D / 16], uint32_t k_addr) {
+  const uint64_t hi = smem_desc(0, 0, 1024) & ~0xFFFFFFFFull;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    const uint64_t db = smem_desc(k_addr + (kk >> 2) * BC * 128 + (kk & 3) * 32, 16, 1024);
+    wgmma_ss<T, BC, 0>(s, hi | qd[kk], db, kk > 0);
+  }
+}
+
 // O += P V: P as register A fragments, V N-major at v_addr, 16 keys a step. Issues only.
 template <class T, int D, int BC>
 __device__ __forceinline__ void fwd_pv(float (&o)[D / 2], const uint32_t (&pa)[BC / 16][4], uint32_t v_addr) {

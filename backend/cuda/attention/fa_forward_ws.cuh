@@ -50,9 +50,10 @@ struct WsFwdShape {
   static constexpr int consumer_regs = NC == 2 ? 240 : 160;
   static constexpr int tile = BC * D;  // elements of one K or V tile
   static constexpr int qbufs = PERSIST ? 2 : 1;
-  // Q's buffers, STAGES of K and V, 2 STAGES + qbufs mbarriers, qbufs item slots, and 1024
+  static constexpr int qslots = PERSIST ? qbufs : 0;  // a Q buffer's qempty barrier and item slot
+  // Q's buffers, STAGES of K and V, 2 STAGES + qslots mbarriers, qslots item slots, and 1024
   // bytes to align the first panel
-  static constexpr int smem_bytes = (qbufs * br * D + 2 * STAGES * tile) * 2 + (2 * STAGES + qbufs) * 8 + qbufs * 4 + 1024;
+  static constexpr int smem_bytes = (qbufs * br * D + 2 * STAGES * tile) * 2 + (2 * STAGES + qslots) * 8 + qslots * 4 + 1024;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BC == 64 || BC == 128, "key tile 64 or 128");
   static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
   uint16_t *sV = sK + STAGES * S::tile;    // STAGES of BC x D
   uint64_t *bars = reinterpret_cast<uint64_t *>(sV + STAGES * S::tile);
   const uint32_t full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES, qempty0 = empty0 + 8 * STAGES;  // 8 bytes each
-  volatile int *slot = reinterpret_cast<volatile int *>(bars + 2 * STAGES + QB);  // QB items
+  volatile int *slot = reinterpret_cast<volatile int *>(bars + 2 * STAGES + S::qslots);  // PERSIST: QB items
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int wg = warp >> 2;
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 1), mbar_init(empty0 + 8 * s, 128 * NC);
-    for (int b = 0; b < QB; b++) mbar_init(qempty0 + 8 * b, 128 * NC);
+    for (int b = 0; b < S::qslots; b++) mbar_init(qempty0 + 8 * b, 128 * NC);
     fence_proxy_async();  // the initialized barriers visible to the async proxy (TMA's complete_tx)
   }
   __syncthreads();  // the barriers initialized; the last block-wide barrier of the kernel
@@ -193,7 +194,18 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
     uint32_t pa[BC / 16][4];
 
     const uint32_t q_addr = smem_u32(sQ + (ord % QB) * BR * D) + wg * 64 * 128;  // this warpgroup's rows of panel 0
-    auto scores = [&](int st) { fwd_scores<T, D, BC, BR>(s, q_addr, smem_u32(sK + st * S::tile)); };
+    // A persistent grid's Q buffer changes with the item, and its tile loop built Q's descriptors
+    // again every tile; made once an item they gave row 12 at D 128 6-10% (D 64 and row 13
+    // unchanged). The one-item rows keep fwd_scores, which their loop already hoists (row 5 at
+    // D 64 lost 3% at 2048 keys with fwd_q_descs). docs/flash_attention.md.
+    uint32_t qd[D / 16];
+    if constexpr (PERSIST) fwd_q_descs<D, BR>(qd, q_addr);
+    auto scores = [&](int st) {
+      if constexpr (PERSIST)
+        fwd_scores_qd<T, D, BC>(s, qd, smem_u32(sK + st * S::tile));
+      else
+        fwd_scores<T, D, BC, BR>(s, q_addr, smem_u32(sK + st * S::tile));
+    };
     auto pv = [&](int st) { fwd_pv<T, D, BC>(o, pa, smem_u32(sV + st * S::tile)); };
     float alpha[2];
     auto softmax = [&](int j) { fwd_softmax<BC>(s, m_run, l_run, alpha, p, j * BC, q0, row_base, g, t); };
