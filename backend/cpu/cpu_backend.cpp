@@ -100,15 +100,34 @@ double load_as_double(const void *p, DType d, int64_t i) {
   return 0;
 }
 
+// A floating value as an integer, defined for every input (a C cast is not outside the target's
+// range): truncation toward zero, NaN 0, and beyond int64's range its nearest end. Narrower
+// integer dtypes then keep the low bits (two's complement), so the CPU converts as the CUDA
+// kernels do (kernel_utils.cuh's convert: through int64, whose conversion saturates).
+int64_t float_to_int64(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 0x1p63) return INT64_MAX;
+  if (v < -0x1p63) return INT64_MIN;  // -2^63 itself converts exactly
+  return (int64_t)v;
+}
+
+// The low bits of an int64 as a narrower integer dtype (or the value itself for I64).
+void store_int64(void *p, DType d, int64_t i, int64_t v) {
+  switch (d) {
+    case DType::I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; break;
+    case DType::I64: ((int64_t *)p)[i] = v; break;
+    case DType::U8: ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v; break;
+    default: MT_ASSERT(false && "store_int64 takes an integer dtype");
+  }
+}
+
 void store_from_double(void *p, DType d, int64_t i, double v) {
   switch (d) {
     case DType::F32: ((float *)p)[i] = (float)v; break;
     case DType::F64: ((double *)p)[i] = v; break;
     case DType::F16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
     case DType::BF16: ((uint16_t *)p)[i] = float_to_bf16((float)v); break;
-    case DType::I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case DType::I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case DType::U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case DType::I32: case DType::I64: case DType::U8: store_int64(p, d, i, float_to_int64(v)); break;
   }
 }
 
@@ -342,13 +361,13 @@ class CpuBackend final : public Backend {
   }
   void cast(void *out, DType od, const void *x, DType xd, int64_t n) override {
     if (od == xd) { copy(out, x, n * dtype_size(od)); return; }
-    if (xd == DType::I64 && od == DType::I32) {  // exact integer path (doubles lose int64 precision)
-      for (int64_t i = 0; i < n; i++) ((int32_t *)out)[i] = (int32_t)((const int64_t *)x)[i];
-      return;
-    }
-    if (od == DType::I64 && !dtype_is_float(xd)) {
-      for (int64_t i = 0; i < n; i++)
-        ((int64_t *)out)[i] = xd == DType::I32 ? ((const int32_t *)x)[i] : ((const uint8_t *)x)[i];
+    if (!dtype_is_float(xd) && !dtype_is_float(od)) {  // exact (doubles lose int64 precision)
+      for (int64_t i = 0; i < n; i++) {
+        const int64_t v = xd == DType::I64   ? ((const int64_t *)x)[i]
+                          : xd == DType::I32 ? ((const int32_t *)x)[i]
+                                             : ((const uint8_t *)x)[i];
+        store_int64(out, od, i, v);
+      }
       return;
     }
     for (int64_t i = 0; i < n; i++) store_from_double(out, od, i, load_as_double(x, xd, i));

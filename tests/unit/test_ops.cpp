@@ -274,6 +274,97 @@ TEST_CASE("factories, casts and device copies") {
   CHECK(item == 7.25);
 }
 
+namespace {
+
+// The rule mt_tensor_cast documents for a float to an integer dtype, written with modular
+// arithmetic instead of casts: truncate toward zero, NaN 0, beyond int64 its nearest end, then
+// the low bits of a narrower dtype as two's complement.
+int64_t int64_rule(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9223372036854775808.0) return INT64_MAX;
+  if (v < -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)std::trunc(v);
+}
+int64_t low_bits(int64_t v, int bits) {  // v mod 2^bits, read as signed for 32 bits
+  const __int128 m = (__int128)1 << bits;
+  __int128 r = ((__int128)v % m + m) % m;
+  if (bits == 32 && r >= m / 2) r -= m;
+  return (int64_t)r;
+}
+
+// x cast to dtype on the device under test, read back as int64s.
+std::vector<int64_t> cast_to_ints(mt_tensor *x, mt_dtype dtype, size_t n) {
+  H c;
+  MT_OK_OR_FAIL(mt_tensor_cast(c.out(), x, dtype));
+  std::vector<int64_t> r(n);
+  if (dtype == MT_I64) {
+    MT_OK_OR_FAIL(mt_tensor_copy_to_host(c, r.data(), (int64_t)(n * 8)));
+  } else if (dtype == MT_I32) {
+    std::vector<int32_t> v(n);
+    MT_OK_OR_FAIL(mt_tensor_copy_to_host(c, v.data(), (int64_t)(n * 4)));
+    r.assign(v.begin(), v.end());
+  } else {
+    std::vector<uint8_t> v(n);
+    MT_OK_OR_FAIL(mt_tensor_copy_to_host(c, v.data(), (int64_t)n));
+    r.assign(v.begin(), v.end());
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("casts to integer dtypes are defined for every value") {
+  LeakGuard lg;
+  const double nan = std::nan(""), inf = INFINITY;
+  // each exact in float32 too
+  const Vec special = {nan, inf, -inf, 1e20, -1e20, -0x1p63, 0x1p62, 3e9, -3e9, 0x1p31, 300.75, -1.5, 255.5, 256, -0.75};
+  const std::vector<int64_t> want64 = {0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, INT64_MIN, 4611686018427387904,
+                                       3000000000, -3000000000, 2147483648, 300, -1, 255, 256, 0};
+  const std::vector<int64_t> want32 = {0, -1, 0, -1, 0, 0, 0, -1294967296, 1294967296, -2147483648LL, 300, -1, 255, 256, 0};
+  const std::vector<int64_t> want8 = {0, 255, 0, 255, 0, 0, 0, 0, 0, 0, 44, 255, 255, 0, 0};
+  for (mt_dtype src : {MT_F64, MT_F32}) {
+    CAPTURE(src);
+    H x = make(special, {(int64_t)special.size()}, src);
+    CHECK(cast_to_ints(x, MT_I64, special.size()) == want64);
+    CHECK(cast_to_ints(x, MT_I32, special.size()) == want32);
+    CHECK(cast_to_ints(x, MT_U8, special.size()) == want8);
+  }
+  // fresh random values over +-2^40 (float32: rounded first), against the rule
+  const uint64_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  Vec v = randvec(rng, 4096, -0x1p40, 0x1p40);
+  for (size_t i = 0; i < 64; i++) v[i] = std::ldexp(v[i], 30);  // some past int64's range
+  for (mt_dtype src : {MT_F64, MT_F32}) {
+    CAPTURE(src);
+    Vec r = v;
+    if (src == MT_F32)
+      for (auto &e : r) e = (double)(float)e;
+    H x = make(r, {(int64_t)r.size()}, src);
+    const auto got64 = cast_to_ints(x, MT_I64, r.size()), got32 = cast_to_ints(x, MT_I32, r.size()),
+               got8 = cast_to_ints(x, MT_U8, r.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < r.size(); i++) {
+      const int64_t w = int64_rule(r[i]);
+      bad += got64[i] != w || got32[i] != low_bits(w, 32) || got8[i] != low_bits(w, 8);
+    }
+    CHECK(bad == 0);
+  }
+  // integer to integer: exact, int64 values past 2^53 included
+  std::vector<int64_t> ints = {(1LL << 53) + 1, -(1LL << 53) - 3, INT64_MAX, INT64_MIN, 4294967295LL, -1, 255, 256};
+  for (int i = 0; i < 256; i++) ints.push_back((int64_t)rng());
+  H xi;
+  const int64_t n = (int64_t)ints.size();
+  MT_OK_OR_FAIL(mt_tensor_from_data(xi.out(), ints.data(), &n, 1, MT_I64, dev()));
+  const auto i32 = cast_to_ints(xi, MT_I32, ints.size()), u8 = cast_to_ints(xi, MT_U8, ints.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < ints.size(); i++) bad += i32[i] != low_bits(ints[i], 32) || u8[i] != low_bits(ints[i], 8);
+  CHECK(bad == 0);
+  H back;  // and int32 back to int64 exactly
+  MT_OK_OR_FAIL(mt_tensor_cast(back.out(), xi, MT_I32));
+  CHECK(cast_to_ints(back, MT_I64, ints.size()) == i32);
+}
+
 TEST_CASE("gradcheck every differentiable op in float64") {
   LeakGuard lg;
   std::mt19937_64 rng(2024);
