@@ -73,9 +73,10 @@ template <class T> constexpr bool is_floating_v =
     std::is_floating_point<T>::value || std::is_same<T, half>::value || std::is_same<T, bf16>::value;
 
 // A C cast from S to D for every pair of storage types, matching the CPU reference:
-// floats convert to integers by truncation toward zero, through int64 so that
-// narrowing to uint8 wraps the way the host's cast does for in-range values; doubles
-// and integers reach half/bf16 through float (as the CPU reference and PyTorch do).
+// floats convert to integers by truncation toward zero through int64 (cvt.rzi.s64, which
+// clamps to int64's range, NaN giving 0), and narrower integers keep the low bits: the rule
+// mt_tensor_cast documents, which the CPU backend writes out (float_to_int64). Doubles and
+// integers reach half/bf16 through float (as the CPU reference and PyTorch do).
 template <class D, class S>
 __device__ __forceinline__ D convert(S s) {
   if constexpr (std::is_same<D, S>::value) {
