@@ -100,10 +100,10 @@ double load_as_double(const void *p, DType d, int64_t i) {
   return 0;
 }
 
-// A floating value as an integer, defined for every input (a C cast is not outside the target's
-// range): truncation toward zero, NaN 0, and beyond int64's range its nearest end. Narrower
-// integer dtypes then keep the low bits (two's complement), so the CPU converts as the CUDA
-// kernels do (kernel_utils.cuh's convert: through int64, whose conversion saturates).
+// A floating value as an integer, defined for every input (a C cast is undefined outside the
+// target's range): truncation toward zero, NaN 0, and beyond int64's range its nearest end.
+// Narrower integer dtypes then keep the low bits (two's complement), so the CPU converts as the
+// CUDA kernels do (kernel_utils.cuh's convert: through int64, whose conversion saturates).
 int64_t float_to_int64(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 0x1p63) return INT64_MAX;
