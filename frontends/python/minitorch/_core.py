@@ -4,6 +4,7 @@ one-line op builders (_unary_op, _dim_op, _reduction)."""
 
 import functools
 import inspect
+import math
 import numbers
 import operator
 from ctypes import byref, c_int64, c_void_p
@@ -69,10 +70,7 @@ def _full(shape, value, dtype, device):
         except (OverflowError, ValueError):  # out of range; NaN or inf
             raise OverflowError("value %r does not fit %s" % (value, dtype.name)) from None
         if float(v) != v:
-            numel = 1
-            for d in shape:
-                numel *= d
-            return _new(lib.mt_tensor_from_data, raw * numel, dims, n, dtype.code, device.code)
+            return _new(lib.mt_tensor_from_data, raw * math.prod(shape), dims, n, dtype.code, device.code)
         value = v
     return _new(lib.mt_tensor_full, dims, n, float(value), dtype.code, device.code)
 

@@ -91,9 +91,7 @@ def _finish(t, requires_grad):
 
 
 def _from_bytes(raw, shape, dtype, device):
-    numel = 1
-    for d in shape:
-        numel *= d
+    numel = math.prod(shape)
     nbytes = memoryview(raw).nbytes
     if nbytes != numel * dtype.itemsize:  # the library reads numel x itemsize bytes from raw
         raise ValueError("%d bytes cannot hold a %s tensor of shape %s (%d bytes)"
