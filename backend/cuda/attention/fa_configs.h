@@ -38,12 +38,12 @@
 // production row's. Rows 5 to 7 run the forward of fa_forward_ws.cuh: a producer warpgroup
 // fills a ring of that many key/value stages by TMA and the consumer warpgroups (two, BR 128;
 // three in row 7, BR 192) take turns on the tensor cores; their backward is the production
-// row's too. Rows 12 and 13 are rows 5 and 7 (at D 128: row 5 with 2 stages, and BC 64) as
-// persistent kernels: a grid of one CTA an SM takes the (query tile, head) items in turn and Q
-// has two buffers (the last column, fa_forward_ws.cuh). Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
+// row's too. Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
 // itself (FUSED_DQ in fa_backward_wgmma.cuh), by atomics where the dQ warpgroups column is 1
 // (kDqAtomic) and by bulk reductions where it is 2 (kDqBulk). Their forward copies row 7 at
-// D 64 and row 5 at D 128.
+// D 64 and row 5 at D 128. Rows 12 and 13 are rows 5 and 7 (at D 128: row 5 with 2 stages, and
+// BC 64) as persistent kernels: a grid of one CTA an SM takes the (query tile, head) items in
+// turn and Q has two buffers (the last column, fa_forward_ws.cuh).
 #define MT_FA_WGMMA_D64(X)        \
   X(0, 128, 2, 64, 2, 64, 2, 0, 0)   \
   X(1, 128, 3, 128, 1, 128, 1, 0, 0) \
