@@ -72,11 +72,19 @@ __device__ __forceinline__ T from_compute(C x) {
 template <class T> constexpr bool is_floating_v =
     std::is_floating_point<T>::value || std::is_same<T, half>::value || std::is_same<T, bf16>::value;
 
+// A float or double as int64 by mt_tensor_cast's rule: truncation toward zero, the ends of
+// int64's range beyond it (cvt.rzi.s64 clamps), and NaN 0, which is tested first: the
+// conversion alone gave INT64_MIN for NaN on an H200.
+template <class F>
+__device__ __forceinline__ int64_t float_to_int64(F v) {
+  return v != v ? 0 : (int64_t)v;
+}
+
 // A C cast from S to D for every pair of storage types, matching the CPU reference:
-// floats convert to integers by truncation toward zero through int64 (cvt.rzi.s64, which
-// clamps to int64's range, NaN giving 0), and narrower integers keep the low bits: the rule
-// mt_tensor_cast documents, which the CPU backend writes out (float_to_int64). Doubles and
-// integers reach half/bf16 through float (as the CPU reference and PyTorch do).
+// floats convert to integers through int64 (float_to_int64), and narrower integers keep the
+// low bits: the rule mt_tensor_cast documents, which the CPU backend writes out (its own
+// float_to_int64). Doubles and integers reach half/bf16 through float (as the CPU reference
+// and PyTorch do).
 template <class D, class S>
 __device__ __forceinline__ D convert(S s) {
   if constexpr (std::is_same<D, S>::value) {
@@ -86,13 +94,13 @@ __device__ __forceinline__ D convert(S s) {
       if constexpr (std::is_same<D, half>::value) return __float2half_rn((float)s);
       else if constexpr (std::is_same<D, bf16>::value) return __float2bfloat16_rn((float)s);
       else if constexpr (std::is_floating_point<D>::value) return (D)s;
-      else return (D)(int64_t)s;
+      else return (D)float_to_int64(s);
     } else {
       float f = to_compute(s);  // float, half, bf16 -> float is exact
       if constexpr (std::is_same<D, half>::value) return __float2half_rn(f);
       else if constexpr (std::is_same<D, bf16>::value) return __float2bfloat16_rn(f);
       else if constexpr (std::is_floating_point<D>::value) return (D)f;
-      else return (D)(int64_t)f;
+      else return (D)float_to_int64(f);
     }
   } else {  // integer source
     if constexpr (std::is_same<D, half>::value) return __float2half_rn((float)(double)s);
