@@ -41,9 +41,9 @@
 // row's too. Rows 8 to 11 have no dQ pass (a dQ key tile of 0): the key/value pass adds dQ
 // itself (FUSED_DQ in fa_backward_wgmma.cuh), by atomics where the dQ warpgroups column is 1
 // (kDqAtomic) and by bulk reductions where it is 2 (kDqBulk). Their forward copies row 7 at
-// D 64 and row 5 at D 128. Rows 12 and 13 are rows 5 and 7 (at D 128: row 5 with 2 stages, and
-// BC 64) as persistent kernels: a grid of one CTA an SM takes the (query tile, head) items in
-// turn and Q has two buffers (the last column, fa_forward_ws.cuh).
+// D 64 and row 5 at D 128. Rows 12 and 13 are rows 5 and 7 (at D 128: row 5, and row 5 with BC 64)
+// as persistent kernels: a grid of one CTA an SM takes the (query tile, head) items in turn and
+// Q has two buffers, one at D 128 BC 128 (the last column, fa_forward_ws.cuh).
 #define MT_FA_WGMMA_D64(X)        \
   X(0, 128, 2, 64, 2, 64, 2, 0, 0)   \
   X(1, 128, 3, 128, 1, 128, 1, 0, 0) \
@@ -73,7 +73,7 @@
   X(9, 128, 2, 64, 1, 0, 1, 3, 0)  \
   X(10, 128, 2, 64, 2, 0, 2, 3, 0) \
   X(11, 128, 2, 64, 1, 0, 2, 3, 0) \
-  X(12, 128, 2, 64, 1, 64, 1, 2, 1) \
+  X(12, 128, 2, 64, 1, 64, 1, 3, 1) \
   X(13, 64, 2, 64, 1, 64, 1, 3, 1)
 
 namespace mt {
@@ -93,7 +93,8 @@ constexpr int default_forward_config(int) { return 1; }
 // TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages) for both head dims,
 // except at D 64: row 7 (three consumer warpgroups, BR 192) without the causal mask from 1024
 // keys (row 13, its persistent form, up to 2048: below), row 4 (BC 64, one warpgroup a CTA,
-// four CTAs an SM) otherwise up to 1024 keys.
+// four CTAs an SM) otherwise up to 1024 keys; at D 128 row 12 (row 5 as a persistent kernel)
+// up to 4096 keys (the end of this comment).
 // tune_attention.py on an H200, 2026-11-29, bf16, TFLOP/s (causal second), row 5 against the
 // rows production took before (row 0; row 4 at D 64 up to 2048 keys) and torch's cuDNN backend:
 //   D 128: T 512 385 / 245 against 320 / 208 (cuDNN 529 / 340); T 4096 613 / 535 against
@@ -134,8 +135,15 @@ constexpr int default_forward_config(int) { return 1; }
 // 1.04-1.09x, so row 7 keeps those. The persistent rows lose where production keeps other rows:
 // row 12 against row 5 at T 16384 with the mask 387-395 against 419-422, and at D 128 (fewer
 // stages or a 64-key tile) by 5-33% (docs/benchmarks.md, "A persistent forward").
+// Then row 12 at D 128 with row 5's 3 stages: Q in one buffer, which the next item's Q takes
+// once the item's last scores are in (fa_forward_ws.cuh). tune_attention.py, two rounds in one
+// call on an H200, 2026-11-29, row 12 against row 5 (causal second): T 512 445 / 286-289
+// against 387-390 / 241-242, T 1024 537-538 / 397-399 against 485-503 / 354-356, T 2048
+// 601-602 / 492 against 548-591 / 464-468, T 4096 615-631 / 558-561 against 557-560 /
+// 504-538; T 16384 579-593 / 569-604 against 603-614 / 601-606, so row 5 keeps long sequences
+// (docs/benchmarks.md, "One Q buffer in the persistent forward at D 128").
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
-  return d != 64 ? 5 : !causal && tk >= 1024 ? (tk <= 2048 ? 13 : 7) : tk <= 1024 ? 4 : 5;
+  return d != 64 ? (tk <= 4096 ? 12 : 5) : !causal && tk >= 1024 ? (tk <= 2048 ? 13 : 7) : tk <= 1024 ? 4 : 5;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
   return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;

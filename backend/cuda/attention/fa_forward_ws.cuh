@@ -25,13 +25,14 @@
 //     product, which pays at D 64 (fa_configs.h).
 //   - persistent (PERSIST): a grid of one CTA an SM takes (query tile, head) items in turn, the
 //     first by its index and the rest from a counter in global memory, heaviest first under the
-//     mask. Q has two buffers, so the producer loads the next item's Q and key/value tiles while
-//     the consumers finish the current one and store it; the ring of stages and the turns run on
-//     across items. What a CTA of the one-item grid spends before its first product and after
-//     its last (its start, Q's and the first tile's latency, the epilogue) lies under another
-//     item's work. The producer writes the item into a shared slot before the first tile's
+//     mask. Q has two buffers (one where two do not fit beside the stages), so the producer
+//     loads the next item's Q and key/value tiles while the consumers finish the current one and
+//     store it: a buffer is free once its item's last scores are in. The ring of stages and the
+//     turns run on across items. What a CTA of the one-item grid spends before its first product
+//     and after its last (its start, Q's and the first tile's latency, the epilogue) lies under
+//     another item's work. The producer writes the item into a shared slot before the first tile's
 //     `full` arrival, and -1 with a plain arrival when no item is left; a buffer's `qempty`
-//     completes when every consumer thread is done with the item that used it.
+//     completes when every consumer thread has the last scores of the item that used it.
 // TMA writes and wgmma reads are both async-proxy accesses: no proxy fence between them.
 #pragma once
 
@@ -49,11 +50,16 @@ struct WsFwdShape {
   // registers a consumer thread gets by setmaxnreg (the producer keeps 24; 64K a CTA)
   static constexpr int consumer_regs = NC == 2 ? 240 : 160;
   static constexpr int tile = BC * D;  // elements of one K or V tile
-  static constexpr int qbufs = PERSIST ? 2 : 1;
-  static constexpr int qslots = PERSIST ? qbufs : 0;  // a Q buffer's qempty barrier and item slot
   // Q's buffers, STAGES of K and V, 2 STAGES + qslots mbarriers, qslots item slots, and 1024
   // bytes to align the first panel
-  static constexpr int smem_bytes = (qbufs * br * D + 2 * STAGES * tile) * 2 + (2 * STAGES + qslots) * 8 + qslots * 4 + 1024;
+  static constexpr int bytes(int qb, int slots) {
+    return (qb * br * D + 2 * STAGES * tile) * 2 + (2 * STAGES + slots) * 8 + slots * 4 + 1024;
+  }
+  // A persistent grid's Q has two buffers where they fit beside the stages, else one (D 128 with
+  // BC 128 and 3 stages), which the next item's Q overwrites once the item's last scores are in.
+  static constexpr int qbufs = PERSIST ? (bytes(2, 2) <= 227 * 1024 ? 2 : 1) : 1;
+  static constexpr int qslots = PERSIST ? qbufs : 0;  // a Q buffer's qempty barrier and item slot
+  static constexpr int smem_bytes = bytes(qbufs, qslots);
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
   static_assert(BC == 64 || BC == 128, "key tile 64 or 128");
   static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
@@ -128,7 +134,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
       int J = 0;  // key/value tiles loaded so far (over the CTA's items)
       for (int ord = 0, item = PERSIST ? (int)blockIdx.x : 0;; ord++) {
         const int b = ord % QB;
-        if (PERSIST && ord >= QB) mbar_wait(qempty0 + 8 * b, (ord / QB - 1) & 1);  // item ord - QB done
+        if (PERSIST && ord >= QB) mbar_wait(qempty0 + 8 * b, (ord / QB - 1) & 1);  // item ord - QB past its last scores
         if constexpr (PERSIST) slot[b] = item < items ? item : -1;
         if (PERSIST && item >= items) {  // no item left: -1 and a plain arrival on the next tile's stage
           if (J >= STAGES) mbar_wait(empty0 + 8 * (J % STAGES), (J / STAGES - 1) & 1);
@@ -207,6 +213,9 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
         fwd_scores<T, D, BC, BR>(s, q_addr, smem_u32(sK + st * S::tile));
     };
     auto pv = [&](int st) { fwd_pv<T, D, BC>(o, pa, smem_u32(sV + st * S::tile)); };
+    // the item's last scores are in: its Q buffer is free for the item QB on (under this item's
+    // last softmax, P V and store)
+    auto q_read = [&]() { mbar_arrive(qempty0 + 8 * (ord % QB)); };
     float alpha[2];
     auto softmax = [&](int j) { fwd_softmax<BC>(s, m_run, l_run, alpha, p, j * BC, q0, row_base, g, t); };
     auto rescale_pack = [&]() {  // O *= alpha (no product in flight on it), P packed into pa
@@ -223,6 +232,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
       wgmma_commit();
       named_arrive(next, 256);
       wgmma_wait<0>();
+      if (PERSIST && n_kv == 1) q_read();
       softmax(0);
       rescale_pack();
       for (int j = 1; j < n_kv; j++) {
@@ -235,6 +245,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
         wgmma_commit();
         named_arrive(next, 256);
         wgmma_wait<1>();  // the scores (groups complete in order)
+        if (PERSIST && j == n_kv - 1) q_read();
         softmax(j);       // under this warpgroup's P V of tile j - 1 and the others' products
         wgmma_wait<0>();
         mbar_arrive(empty0 + 8 * ((J + j - 1) % STAGES));  // tile j - 1 read
@@ -246,10 +257,7 @@ __global__ void __launch_bounds__(128 * NC + 128, 1)
       wgmma_commit();
       if (PERSIST || wg != NC - 1) named_arrive(next, 256);
       wgmma_wait<0>();
-      if constexpr (PERSIST) {
-        mbar_arrive(empty0 + 8 * ((J + n_kv - 1) % STAGES));  // the item's last tile read
-        mbar_arrive(qempty0 + 8 * (ord % QB));                 // and its Q
-      }
+      if constexpr (PERSIST) mbar_arrive(empty0 + 8 * ((J + n_kv - 1) % STAGES));  // the item's last tile read
     }
 
     fwd_store<T, D>(p, bh, o, m_run, l_run, row_base, g, t);
