@@ -91,7 +91,7 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 constexpr int default_forward_config(int) { return 1; }
 // On a compute capability 9.0 device production is generation 5 (wgmma). Forward: row 5 (the
 // TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages) for both head dims,
-// except at D 64: row 7 (three consumer warpgroups, BR 192) without the causal mask from 1024
+// except at D 64: row 7 (three consumer warpgroups, BR 192) without the causal mask from 512
 // keys (row 13, its persistent form, up to 2048: below), row 4 (BC 64, one warpgroup a CTA,
 // four CTAs an SM) otherwise up to 1024 keys; at D 128 row 12 (row 5 as a persistent kernel)
 // up to 4096 keys (the end of this comment).
@@ -142,8 +142,12 @@ constexpr int default_forward_config(int) { return 1; }
 // 601-602 / 492 against 548-591 / 464-468, T 4096 615-631 / 558-561 against 557-560 /
 // 504-538; T 16384 579-593 / 569-604 against 603-614 / 601-606, so row 5 keeps long sequences
 // (docs/benchmarks.md, "One Q buffer in the persistent forward at D 128").
+// Then row 13 at D 64 without the mask from 512 keys (was 1024): tune_attention.py, two rounds
+// on an H200, 2026-11-29: T 512 327-328 against row 4's 304 (row 12 306); T 256 row 4 keeps
+// 252-255 against 206-209. make bench's B32 H16 T512 D64 forward, each library in one call:
+// 112.2 -> 104.6 us (cuDNN 94 and 91 us in the same processes). Same section.
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
-  return d != 64 ? (tk <= 4096 ? 12 : 5) : !causal && tk >= 1024 ? (tk <= 2048 ? 13 : 7) : tk <= 1024 ? 4 : 5;
+  return d != 64 ? (tk <= 4096 ? 12 : 5) : !causal && tk >= 512 ? (tk <= 2048 ? 13 : 7) : tk <= 1024 ? 4 : 5;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
   return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
