@@ -146,8 +146,17 @@ constexpr int default_forward_config(int) { return 1; }
 // on an H200, 2026-11-29: T 512 327-328 against row 4's 304 (row 12 306); T 256 row 4 keeps
 // 252-255 against 206-209. make bench's B32 H16 T512 D64 forward, each library in one call:
 // 112.2 -> 104.6 us (cuDNN 94 and 91 us in the same processes). Same section.
+// Then at D 64 with the mask, row 12 for 1025-2048 keys and row 7 above (were row 5):
+// tune_attention.py, two rounds on an H200, 2026-11-29: T 2048 310-311 against row 5's 296-300,
+// T 4096 row 7 349-350 against 344-350, T 8192 399 against 376-381, T 16384 421-427 against
+// 414-416; row 4 keeps T 1024 (261-263 against row 12's 255). make bench's causal forward, the
+// two libraries alternating twice in one call: T 2048 232.5 / 231.6 -> 225.2 / 224.7 us, T 4096
+// 393.5 / 396.2 -> 391.4 / 388.3, T 8192 717.0 / 714.8 -> 693.7 / 683.8, T 16384 1.31 -> 1.28 ms
+// (docs/benchmarks.md, "Rows 12 and 7 for the causal forward at D 64").
 constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
-  return d != 64 ? (tk <= 4096 ? 12 : 5) : !causal && tk >= 512 ? (tk <= 2048 ? 13 : 7) : tk <= 1024 ? 4 : 5;
+  if (d != 64) return tk <= 4096 ? 12 : 5;
+  if (!causal) return tk < 512 ? 4 : tk <= 2048 ? 13 : 7;
+  return tk <= 1024 ? 4 : tk <= 2048 ? 12 : 7;
 }
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
   return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
