@@ -10,6 +10,12 @@ row per head dim and direction (the candidates for fa_configs.h's production def
   python3 scripts/bench/tune_attention.py --quick    two sequence lengths instead of three
   python3 scripts/bench/tune_attention.py --seq 512 --dims 64 --only wgmma
                                                      chosen sequence lengths, head dims, kernels
+  python3 scripts/bench/tune_attention.py --only "wgmma 1,wgmma 12" --mask causal --forward-only
+                                                     wgmma rows 1 and 12 alone (a name matches
+                                                     itself; "wgmma 1" alone would also match
+                                                     10-13 as a prefix), the forward under the
+                                                     causal mask only: half the shapes, no
+                                                     backward, for A/B rounds of one change
 
 Needs a GPU and torch (buffers are torch CUDA tensors; torch's SDPA output checks each
 configuration's forward: relative error < 1e-2 or the cell says FAIL). Kernels run through the
@@ -49,15 +55,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--write", action="store_true", help="replace the tuning section of docs/flash_attention.md")
     ap.add_argument("--quick", action="store_true", help="T in {2048, 8192} only")
-    ap.add_argument("--only", default="", help="comma-separated name prefixes of the kernels to time (e.g. 'tuned 1,wgmma')")
+    ap.add_argument("--only", default="",
+                    help="comma-separated kernels to time: a kernel's whole name matches that kernel only, "
+                         "anything else is a name prefix (e.g. 'tuned 1,wgmma')")
+    ap.add_argument("--mask", choices=("both", "none", "causal"), default="both",
+                    help="shapes without the causal mask, with it, or both (default)")
+    ap.add_argument("--forward-only", action="store_true", help="time the forward alone (no backward table)")
     ap.add_argument("--seq", default="", help="comma-separated sequence lengths (overrides --quick)")
     ap.add_argument("--dims", default="64,128", help="comma-separated head dims (64, 128)")
     ap.add_argument("--iters", type=positive_int, default=10)
     ap.add_argument("--reps", type=positive_int, default=5)
     args = ap.parse_args()
-    if args.write and (args.only or args.seq or args.dims != "64,128"):
-        print("tune_attention.py: --write replaces the whole tuning table of %s; run it without --only, --seq "
-              "and --dims" % DOC, file=sys.stderr)
+    if args.write and (args.only or args.seq or args.dims != "64,128" or args.mask != "both" or args.forward_only):
+        print("tune_attention.py: --write replaces the whole tuning table of %s; run it without --only, --seq, "
+              "--dims, --mask and --forward-only" % DOC, file=sys.stderr)
         return 2
 
     import torch
@@ -79,7 +90,9 @@ def main():
     configs = [("fa_v1", 1, 0), ("fa_v2", 2, 0), ("fa_v3", 3, 0)] + [("tuned %d" % i, 4, i) for i in range(n_tuned)]
     configs += [("wgmma %d" % i, 5, i) for i in range(n_wgmma)]
     if args.only:
-        configs = [c for c in configs if any(c[0].startswith(w.strip()) for w in args.only.split(","))]
+        names = {c[0] for c in configs}
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        configs = [c for c in configs if any(c[0] == w if w in names else c[0].startswith(w) for w in wanted)]
         if not configs:
             print("tune_attention.py: --only %r matches no kernel (names: fa_v1..3, tuned N, wgmma N)" % args.only,
                   file=sys.stderr)
@@ -91,7 +104,9 @@ def main():
     if not seq or any(T < 1 for T in seq) or any(d not in (64, 128) for d in dims):
         print("tune_attention.py: --seq needs positive lengths and --dims 64 and/or 128", file=sys.stderr)
         return 2
-    shapes = [(T, D, c) for D in dims for T in seq for c in (False, True)]
+    masks = {"both": (False, True), "none": (False,), "causal": (True,)}[args.mask]
+    shapes = [(T, D, c) for D in dims for T in seq for c in masks]
+    directions = ("fwd",) if args.forward_only else ("fwd", "bwd")
 
     def mt_sync():
         U.check(U.LIB.mt_synchronize(), "mt_synchronize")
@@ -137,11 +152,14 @@ def main():
             f_fwd, f_bwd = flops(B, HEADS, T, D, causal, False), flops(B, HEADS, T, D, causal, True) - flops(
                 B, HEADS, T, D, causal, False)
             ms_f = timed(lambda: prob.run(fn, False))
-            ms_b = timed(lambda: prob.run(fn, True))
             results[(name, (T, D, causal), "fwd")] = f_fwd / (ms_f * 1e-3) / 1e12 if ok else None
-            results[(name, (T, D, causal), "bwd")] = f_bwd / (ms_b * 1e-3) / 1e12 if ok else None
-            print("  T=%-5d D=%-3d causal=%-5s %-8s fwd %7.3f ms  bwd %7.3f ms  out rel err %.1e%s" % (
-                T, D, causal, name, ms_f, ms_b, e, "" if ok else "  FAIL"), flush=True)
+            bwd = ""
+            if not args.forward_only:
+                ms_b = timed(lambda: prob.run(fn, True))
+                results[(name, (T, D, causal), "bwd")] = f_bwd / (ms_b * 1e-3) / 1e12 if ok else None
+                bwd = "  bwd %7.3f ms" % ms_b
+            print("  T=%-5d D=%-3d causal=%-5s %-8s fwd %7.3f ms%s  out rel err %.1e%s" % (
+                T, D, causal, name, ms_f, bwd, e, "" if ok else "  FAIL"), flush=True)
         del prob
         torch.cuda.empty_cache()
     cfg(0, 0)
@@ -150,7 +168,7 @@ def main():
     lines = ["Measured on %s, %s, by `python3 scripts/bench/tune_attention.py%s` (bf16, B*T = %d, H = %d; "
              "TFLOP/s of the forward and of the backward alone; FAIL: output check failed)." % (
                  gpu, datetime.date.today().isoformat(), "".join(" " + a for a in sys.argv[1:]), TOKENS, HEADS), ""]
-    for direction in ("fwd", "bwd"):
+    for direction in directions:
         cols = ["T%d D%d%s" % (T, D, " c" if c else "") for T, D, c in shapes]
         lines.append("| %s | %s | geomean D64 | geomean D128 |" % (direction, " | ".join(cols)))
         lines.append("|---|" + "---:|" * (len(cols) + 2))
