@@ -89,12 +89,13 @@ constexpr int kNumGenerations = 5;   // 1 fa_v1, 2 fa_v2, 3 fa_v3, 4 tuned, 5 fa
 // (264 / 262 TFLOP/s geomean at D 64 / 128) and backward (dQ by a separate pass: 113 / 115
 // TFLOP/s against 77 / 82 with atomics, row 0).
 constexpr int default_forward_config(int) { return 1; }
-// On a compute capability 9.0 device production is generation 5 (wgmma). Forward: row 5 (the
-// TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages) for both head dims,
-// except at D 64: row 7 (three consumer warpgroups, BR 192) without the causal mask from 512
-// keys (row 13, its persistent form, up to 2048: below), row 4 (BC 64, one warpgroup a CTA,
-// four CTAs an SM) otherwise up to 1024 keys; at D 128 row 12 (row 5 as a persistent kernel)
-// up to 4096 keys (the end of this comment).
+// On a compute capability 9.0 device production is generation 5 (wgmma). Forward: at D 128
+// row 5 (the TMA producer and two consumer warpgroups taking turns, BC 128, 3 stages), with
+// row 12 (row 5 as a persistent kernel) up to 4096 keys. At D 64 row 4 (BC 64, one warpgroup a
+// CTA, four CTAs an SM) below 512 keys without the causal mask and up to 1024 with it; above
+// that row 7 (three consumer warpgroups, BR 192), with its persistent form row 13 up to 2048
+// keys without the mask and row 12 for 1025-2048 keys with it. The rows' measurements follow,
+// in the order they were taken (the end of this comment).
 // tune_attention.py on an H200, 2026-11-29, bf16, TFLOP/s (causal second), row 5 against the
 // rows production took before (row 0; row 4 at D 64 up to 2048 keys) and torch's cuDNN backend:
 //   D 128: T 512 385 / 245 against 320 / 208 (cuDNN 529 / 340); T 4096 613 / 535 against
