@@ -20,7 +20,8 @@ mt_scaled_dot_product_attention, forward and backward, on the GPU.
   determinism         mt_set_deterministic(1): the backward's bits are the same on three runs
                       and equal those of the separate-dQ row; off: dK, dV keep their bits, dQ
                       (atomics at D 64 from 2048 keys) matches torch; below 2048 keys either
-                      setting gives the separate-dQ row's bits
+                      setting gives the separate-dQ row's bits; at D 128 the same at 16384
+                      keys (row 8 against row 0) and row 0's bits either way at 8192
 
 Inputs are fresh torch.randn values per case (seed printed on failure); the device pool is
 filled with NaN before each case, so an output element the kernels never write shows up.
@@ -357,15 +358,15 @@ class FlashAttentionTest(unittest.TestCase):
             the selection (gen, cfg)."""
             out, dq = torch.empty_like(qc), torch.full_like(qc, float("nan"))
             dk, dv = torch.full_like(kc, float("nan")), torch.full_like(kc, float("nan"))
-            t = qc.shape[2]
-            lse = torch.empty((B, H, t), device="cuda")
+            b, h, t, d = qc.shape
+            lse = torch.empty((b, h, t), device="cuda")
             torch.cuda.synchronize()
             for backward in (0, 1):
                 if backward:
                     select(gen, cfg)
                 else:
                     select(0)
-                st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), B * H, t, t, D,
+                st = RUN_STUDY(p(out), p(lse), p(qc), p(kc), p(vc), p(dq), p(dk), p(dv), p(dc), b * h, t, t, d,
                                MT_BF16, c_double(0.0), int(causal), backward)
                 self.assertEqual(st, 0, U.last_error())
             U.check(LIB.mt_synchronize(), "mt_synchronize")
@@ -414,6 +415,35 @@ class FlashAttentionTest(unittest.TestCase):
                     for name, a, b in zip(("dq", "dk", "dv"), run(qc, kc, vc, dc, True, 0), want):
                         self.assertTrue(torch.equal(a, b),
                                         "T=1024 deterministic=%d: %s differs from row 1" % (on, name))
+            # D 128: row 0 (separate dQ pass) from 2049 keys, row 8 (atomics) above 8192 unless
+            # deterministic. B 1, H 2, causal. Rows 0 and 8 are each checked against torch above.
+            if n_wgmma > 8:
+                g = torch.Generator().manual_seed(SEED * 7919 + 703)
+                for t, fused in ((8192, False), (16384, True)):
+                    qc, kc, vc, dc = [torch.randn(1, 2, t, 128, generator=g).to(torch.bfloat16).cuda()
+                                      for _ in range(4)]
+                    row0 = run(qc, kc, vc, dc, True, 5, 0)
+                    LIB.mt_set_deterministic(1)
+                    on = run(qc, kc, vc, dc, True, 0)
+                    LIB.mt_set_deterministic(0)
+                    off = run(qc, kc, vc, dc, True, 0)
+                    for name, a, b in zip(("dq", "dk", "dv"), on, row0):
+                        self.assertTrue(torch.equal(a, b), "D=128 T=%d deterministic=1: %s differs from row 0" %
+                                        (t, name))
+                    want = run(qc, kc, vc, dc, True, 5, 8) if fused else row0
+                    for name, a, b in zip(("dk", "dv"), off[1:], want[1:]):
+                        self.assertTrue(torch.equal(a, b), "D=128 T=%d deterministic=0: %s differs from row %d" %
+                                        (t, name, 8 if fused else 0))
+                    if fused:
+                        # row 8 has row 0's key/value tiles, so dK and dV may not tell them apart;
+                        # dQ summed in another order (f32 atomics) differs in some last bits
+                        e = rel(off[0], row0[0])
+                        self.assertLess(e, TOL, "D=128 T=%d deterministic=0: dq rel err %.3g vs row 0" % (t, e))
+                        self.assertFalse(torch.equal(off[0], row0[0]), "D=128 T=%d deterministic=0: dq has row "
+                                         "0's bits (the separate pass), not row 8's" % t)
+                    else:
+                        self.assertTrue(torch.equal(off[0], row0[0]), "D=128 T=8192 deterministic=0: dq differs "
+                                        "from row 0")
         finally:
             LIB.mt_set_deterministic(prev)
             select(0)

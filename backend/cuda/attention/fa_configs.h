@@ -159,8 +159,13 @@ constexpr int default_wgmma_forward_config(int d, int64_t tk, bool causal) {
   if (!causal) return tk < 512 ? 4 : tk <= 2048 ? 13 : 7;
   return tk <= 1024 ? 4 : tk <= 2048 ? 12 : 7;
 }
+// Then row 8 at D 128 above 8192 keys (dQ by atomics, so not under deterministic()):
+// tune_attention.py, two rounds in one call on an H200, 2026-11-29 (causal second): T 16384
+// 228-229 / 227 against row 0's 221-222 / 221; T 8192 223 / 207 against 221-222 / 205-207, a
+// tie; T 4096 214-215 / 185 against 213-215 / 188-189, so row 0 keeps 2049-8192 keys.
 constexpr int default_wgmma_backward_config(int d, int64_t tk, bool deterministic) {
-  return d != 64 ? (tk <= 2048 ? 1 : 0) : deterministic || tk < 2048 ? 1 : 9;
+  if (d == 64) return deterministic || tk < 2048 ? 1 : 9;
+  return tk <= 2048 ? 1 : deterministic || tk <= 8192 ? 0 : 8;
 }
 constexpr int default_backward_config(int) { return 1; }
 template <int D>
