@@ -218,8 +218,9 @@ MT_API int64_t mt_set_allow_tf32(int64_t allow);
 /* Makes CUDA give the same bits for the same inputs on every run (1) or lets it take faster
  * kernels whose float sums arrive in a varying order (0, the default, as torch's
  * use_deterministic_algorithms(False)): the bf16/f16 attention backward at head dim 64 and
- * 2048 keys or more, and at head dim 128 above 8192 keys, adds dQ by atomics, and convolutions take the path and cuDNN algorithm
- * that timed fastest in this process (cuDNN's may be non-deterministic). With 1 nothing is
+ * 2048 keys or more, and at head dim 128 above 8192 keys, adds dQ by atomics, and
+ * convolutions take the path and cuDNN algorithm that timed fastest in this process (cuDNN's
+ * may be non-deterministic). With 1 nothing is
  * timed: a fixed path rule and cuDNN's heuristic choice among its deterministic algorithms.
  * Process-wide; read when an op runs (and when a graph is recorded); returns the previous
  * setting. Every other op, and the CPU, gives the same bits either way. */
