@@ -65,7 +65,7 @@
 // rows through the online pair.
 //
 // Contents: study hook doc | row normalisation | forward kernels (1)-(4), causal, fit, cluster | backward kernels |
-//           dispatch | launchers | mt_study_softmax, mt_study_log_softmax
+//           dispatch | launchers | mt_study_softmax, mt_study_log_softmax, mt_study_softmax_backward
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
@@ -1042,4 +1042,25 @@ extern "C" MT_API int mt_study_softmax(void *y, const void *x, int64_t rows, int
 extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows, int64_t cols, int32_t dtype,
                                            int32_t variant) {
   return study_softmax("mt_study_log_softmax", true, y, x, rows, cols, dtype, variant);
+}
+
+// mt_study_softmax_backward: dx = the gradient of softmax (log 0) or log_softmax (log 1) at y
+// for the output gradient dy, rows x cols of dtype, by the kernels the ops' backward runs
+// (production's dispatch). For make bench's forward+backward rows with a random dy (the ABI's
+// mt_backward seeds ones) and tests/gpu/test_classify_parity.py. Buffers borrowed, the work
+// queued on the library's stream, the statuses of mt_study_softmax.
+extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
+                                                int32_t dtype, int32_t log) {
+  using namespace mt;
+  using namespace mt::cuda;
+  return study_entry("mt_study_softmax_backward", [&] {
+    MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
+    MT_CHECK(log == 0 || log == 1, INVALID_ARGUMENT, "log %d is not 0 or 1", (int)log);
+    MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,
+             (long long)cols);
+    if (rows == 0 || cols == 0) return;
+    MT_CHECK(dx && y && dy, INVALID_ARGUMENT, "null buffer (dx=%p, y=%p, dy=%p)", dx, y, dy);
+    NvtxRange range("study_softmax_backward");
+    softmax_backward(context(), dx, y, dy, rows, cols, (DType)dtype, log == 1);
+  });
 }

@@ -1,13 +1,15 @@
 """workloads_classify - the classification rows of `make bench`: softmax and log_softmax over
-the three issue shapes, fused cross-entropy forward+backward, an Adam step over 100M
-parameters, and the MNIST / Fashion-MNIST MLP trainings (the C demo against the same recipe
-in PyTorch eager, same data, same device, same process run).
+the three issue shapes, forward and forward+backward, fused cross-entropy forward+backward, an
+Adam step over 100M parameters, and the MNIST / Fashion-MNIST MLP trainings (the C demo against
+the same recipe in PyTorch eager, same data, same device, same process run).
 
 Bytes counted (the napkin math behind GB/s): softmax reads x and writes y (8 bytes per f32
-element); cross-entropy forward+backward reads the logits twice and writes the gradient once
+element); its forward+backward on the GPU adds dx from y and dy (20 bytes; on the CPU the
+tape's step of bench_softmax_backward, 52); cross-entropy forward+backward reads the logits twice and writes the gradient once
 (12 bytes per element); Adam reads p, g, m, v and writes p, m, v (28 bytes per parameter).
 """
 import array
+import ctypes
 import gzip
 import os
 import re
@@ -45,6 +47,142 @@ def bench_softmax(ctx):
                 del xt
             rows.append(Row("%s f32 (%s)" % (tname, fn), "%d×%d" % (r, c), mt_ms, t_ms, work_bytes=8 * r * c,
                             note=note))
+    return rows
+
+
+# ------------------------------------------------------------------ softmax forward+backward
+BWD_CHECK_ELEMS = 1 << 21  # the backward's check against torch: at most this many elements
+
+
+def _softmax_bwd_hook(ctx):
+    """mt_study_softmax_backward (an internal hook of a CUDA build, backend/cuda/softmax.cu) when
+    the run is on the GPU, else None."""
+    fn = getattr(U.LIB, "mt_study_softmax_backward", None) if ctx.device == U.MT_CUDA else None
+    if fn is not None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, c_int64, ctypes.c_int32, ctypes.c_int32]
+    return fn
+
+
+def _mt_weighted_step(fn, x, w):
+    """y = fn(x); loss = (y * w).sum(); backward; the handles released and x's gradient cleared."""
+    y = U.call(fn, x, c_int64(-1))
+    handles = [y]
+    try:
+        z = U.call("mt_mul", y, w)
+        handles.append(z)
+        loss = U.call("mt_sum", z)
+        handles.append(loss)
+        U.check(U.LIB.mt_backward(loss), "mt_backward")
+    finally:
+        release_each(handles)
+    U.check(U.LIB.mt_tensor_clear_grad(x), "mt_tensor_clear_grad")
+
+
+def _check_softmax_backward(ctx, fn, tname, cols, hook, log):
+    """y and dx of fn against torch on the same fresh values and a random dy: through the hook
+    (the kernels the GPU rows time) when there is one, else through the tape with loss = (y *
+    dy).sum(). Raises on disagreement; returns the note."""
+    from workloads import mt_host, rel_err, torch_from_host
+    if ctx.torch is None:
+        return "unchecked (no torch)"
+    torch = ctx.torch
+    shape = (max(1, BWD_CHECK_ELEMS // cols), cols)
+    x, dy = mt_randn(ctx, shape, 111), mt_randn(ctx, shape, 112)
+    handles = [x, dy]
+    try:
+        if hook is not None:
+            y = U.call(fn, x, c_int64(-1))
+            handles.append(y)
+            dx = mt_randn(ctx, shape, 113)
+            handles.append(dx)
+            U.check(hook(c_void_p(U.data_ptr_of(dx)), c_void_p(U.data_ptr_of(y)), c_void_p(U.data_ptr_of(dy)),
+                         shape[0], cols, U.MT_F32, 1 if log else 0), "mt_study_softmax_backward")
+            U.check(U.LIB.mt_synchronize(), "mt_synchronize")
+        else:
+            U.set_requires_grad(x, 1)
+            y = U.call(fn, x, c_int64(-1))
+            handles.append(y)
+            z = U.call("mt_mul", y, dy)
+            handles.append(z)
+            loss = U.call("mt_sum", z)
+            handles.append(loss)
+            U.check(U.LIB.mt_backward(loss), "mt_backward")
+            dx = U.call("mt_tensor_grad", x)
+            handles.append(dx)
+        got = [list(mt_host(y)), list(mt_host(dx))]
+        tx = torch_from_host(ctx, mt_host(x), shape).requires_grad_(True)
+        ty = getattr(torch, tname)(tx, -1)
+        ty.backward(torch_from_host(ctx, mt_host(dy), shape))
+        want = [ty.detach().cpu().reshape(-1).tolist(), tx.grad.cpu().reshape(-1).tolist()]
+    finally:
+        release_each(handles)
+    errs = [rel_err(g, w) for g, w in zip(got, want)]
+    for what, e in zip(("output", "gradient"), errs):
+        if not e < 1e-5:
+            raise RuntimeError("%s disagrees with PyTorch (%s): relative error %.3g" % (fn, what, e))
+    return "matches torch (rel err %.1e / %.1e)" % tuple(errs)
+
+
+def bench_softmax_backward(ctx):
+    """softmax and log_softmax forward+backward at the three shapes. On the GPU the backward runs
+    on a random dy in both engines, the same bytes on both sides (forward 8n, dx from y and dy
+    12n): PyTorch y = f(x); y.backward(dy), minitorch the op and then its backward kernels through
+    mt_study_softmax_backward (mt_backward seeds ones, and the gradient of a sum of softmax
+    outputs is zero). Without the hook (a CPU run) the tape's step with loss = (y * w).sum() is
+    timed and labelled so: forward 8n, the product 12n, the sum 4n, its gradient 4n, the
+    product's backward 12n, the softmax backward 12n: 52n."""
+    need("mt_softmax", "mt_log_softmax", "mt_mul", "mt_sum")
+    hook = _softmax_bwd_hook(ctx)
+    torch = ctx.torch
+    rows = []
+    for fn, tname, log in (("mt_softmax", "softmax", False), ("mt_log_softmax", "log_softmax", True)):
+        for r, c in SOFTMAX_SHAPES:
+            if ctx.dry:
+                r, c = max(2, r // 1024), max(8, c // 64)
+            note = _check_softmax_backward(ctx, fn, tname, c, hook, log)
+            x, w = mt_randn(ctx, (r, c), 3), mt_randn(ctx, (r, c), 4)
+            handles = [x, w]
+            try:
+                if hook is not None:
+                    dx = mt_randn(ctx, (r, c), 5)
+                    handles.append(dx)
+                    pdx, pw = c_void_p(U.data_ptr_of(dx)), c_void_p(U.data_ptr_of(w))
+
+                    def mt_step():
+                        y = U.call(fn, x, c_int64(-1))
+                        try:
+                            U.check(hook(pdx, c_void_p(U.data_ptr_of(y)), pw, r, c, U.MT_F32, 1 if log else 0),
+                                    "mt_study_softmax_backward")
+                        finally:
+                            U.release(y)
+                else:
+                    U.set_requires_grad(x, 1)
+                    mt_step = lambda: _mt_weighted_step(fn, x, w)  # noqa: E731
+                mt_ms = ctx.timer.mt(mt_step, ctx.iters, ctx.reps)
+            finally:
+                release_each(handles)
+            t_ms = None
+            if torch is not None:
+                tx = torch.randn(r, c, device=ctx.tdev).requires_grad_(True)
+                tw = torch.randn(r, c, device=ctx.tdev)
+                f = getattr(torch, tname)
+                if hook is not None:
+                    def step():
+                        f(tx, -1).backward(tw)
+                        tx.grad = None
+                else:
+                    def step():
+                        (f(tx, -1) * tw).sum().backward()
+                        tx.grad = None
+                t_ms = ctx.timer.torch_time(step, ctx.iters, ctx.reps)
+                del tx, tw
+            if hook is not None:
+                what, work = "y.backward(dy) with a random dy", 20 * r * c
+            else:
+                what, work = "loss = (y * w).sum()", 52 * r * c
+            rows.append(Row("%s forward+backward f32, %s (%s)" % (tname, what, fn), "%d×%d" % (r, c), mt_ms, t_ms,
+                            work_bytes=work, note=note))
     return rows
 
 
@@ -257,6 +395,7 @@ def bench_fashion_mlp(ctx):
 
 WORKLOADS = [
     ("softmax", bench_softmax),
+    ("softmax-backward", bench_softmax_backward),
     ("cross-entropy", bench_cross_entropy),
     ("adam", bench_adam),
     ("mnist-mlp", bench_mnist_mlp),

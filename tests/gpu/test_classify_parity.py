@@ -8,7 +8,9 @@ reference backend (and against PyTorch on the same inputs where torch is importa
                          -inf / +inf / NaN (the CPU's rules, NaN for NaN)
   the softmax study      variants 0-5 of mt_study_softmax (an internal hook) in float32, float16
                          and bfloat16, against the CPU reference and torch.softmax (6-10, and the
-                         log_softmax hook: tests/gpu/test_bw_variants.py)
+                         log_softmax hook: tests/gpu/test_bw_variants.py); mt_study_softmax_backward
+                         (make bench's forward+backward rows) against the tape's backward in
+                         float64 on the CPU for a random dy, softmax and log_softmax
   cross_entropy / nll    forward and d/dlogits from 1 to 50257 classes, an upstream gradient != 1,
                          logits of +-1000, out-of-range targets (the CPU's message, first position)
   max_dim / argmax       ties (the first maximum wins) and NaN (the first NaN wins), inner 1 and > 1,
@@ -28,7 +30,8 @@ Tolerances, relative error ||got - ref|| / ||ref||:
           as trees of <= ~40 sequential terms); 1e-4 for rows over 4096 columns and for Adam after
           five steps (the roundings of m, v and p compound)
   float64 1e-12, 1e-10 for the long rows
-  float16 / bfloat16 (the study) 1e-2: the outputs themselves carry 11 / 8 significant bits
+  float16 / bfloat16 (the study) 1e-2: the outputs themselves carry 11 / 8 significant bits;
+          2e-2 for the backward hook, whose y is rounded to them before dx is formed
 Copies (slice, index_select, max values and indices, max/slice gradients) must match exactly.
 """
 import array
@@ -75,6 +78,12 @@ for _hook in (STUDY, STUDY_LOG):
     if _hook is not None:
         _hook.restype = ctypes.c_int
         _hook.argtypes = [c_void_p, c_void_p, c_int64, c_int64, c_int32, c_int32]
+
+# The backward's hook (make bench's softmax forward+backward rows): dx from y and dy.
+STUDY_BWD = getattr(LIB, "mt_study_softmax_backward", None)
+if STUDY_BWD is not None:
+    STUDY_BWD.restype = ctypes.c_int
+    STUDY_BWD.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, c_int64, c_int32, c_int32]
 
 NAN, INF = float("nan"), float("inf")
 
@@ -427,6 +436,46 @@ class TestSoftmaxStudy(ClassifyCase):
             self.assertEqual(STUDY(p, p, -1, 8, MT_F32, 0), U.MT_ERR_INVALID_ARGUMENT)
             self.assertEqual(STUDY(p, p, 4, 8, MT_I64, 0), U.MT_ERR_DTYPE)
             self.assertEqual(STUDY(p, p, 0, 8, MT_F32, 0), MT_OK)
+
+    def test_backward_hook(self):
+        """mt_study_softmax_backward, which make bench's forward+backward rows time: dx for a random
+        dy against the tape's backward of loss = (y * dy).sum() in float64 on the CPU, from the same
+        rounded inputs; float32, float16 and bfloat16, softmax and log_softmax, the study's shapes
+        (warp rows, block rows, tails, unaligned widths)."""
+        if STUDY_BWD is None:
+            self.skipTest("the library has no mt_study_softmax_backward")
+        for log in (0, 1):
+            op = "mt_log_softmax" if log else "mt_softmax"
+            for dtype in (MT_F32, MT_F16, MT_BF16):
+                for rows, cols in STUDY_CASES:
+                    with self.subTest(log=log, dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols), Scope() as s:
+                        # the device's inputs, then the reference on their rounded values
+                        xd, dyd = [s(U.call("mt_tensor_cast", s(U.call("mt_tensor_to", self.randn(s, (rows, cols),
+                                                                                         MT_F32, scale), MT_CUDA)),
+                                            dtype)) for scale in (2.0, 1.0)]
+                        x64, dy64 = [s(U.call("mt_tensor_cast", s(U.call("mt_tensor_to", s(U.call(
+                            "mt_tensor_cast", h, MT_F32)), MT_CPU)), MT_F64)) for h in (xd, dyd)]
+                        U.set_requires_grad(x64, 1)
+                        loss = s(U.call("mt_sum", s(U.call("mt_mul", s(U.call(op, x64, 1)), dy64))))
+                        self.assertStatus(LIB.mt_backward(loss), MT_OK)
+                        want = host(s(U.call("mt_tensor_grad", x64)))
+                        yd = s(U.call(op, xd, 1))
+                        dx = s(U.call("mt_tensor_full", U.shape_array((rows, cols)), 2, c_double(NAN), dtype, MT_CUDA))
+                        st = STUDY_BWD(c_void_p(U.data_ptr_of(dx)), c_void_p(U.data_ptr_of(yd)),
+                                       c_void_p(U.data_ptr_of(dyd)), rows, cols, dtype, log)
+                        self.assertEqual(st, MT_OK, U.last_error())
+                        self.assertStatus(LIB.mt_synchronize(), MT_OK)
+                        # y itself is rounded to the dtype before the backward reads it
+                        tol = 2e-2 if dtype != MT_F32 else (LONG_TOL if cols > LONG_ROW else TOL)[MT_F32]
+                        self.assertRel(host(dx), want, tol, "%s backward hook vs cpu float64" % op)
+        with Scope() as s:
+            x = s(U.call("mt_tensor_zeros", U.shape_array((4, 8)), 2, MT_F32, MT_CUDA))
+            p = c_void_p(U.data_ptr_of(x))
+            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 2), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(p, p, p, -1, 8, MT_F32, 0), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(None, p, p, 4, 8, MT_F32, 0), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_I64, 0), U.MT_ERR_DTYPE)
+            self.assertEqual(STUDY_BWD(p, p, p, 0, 8, MT_F32, 0), MT_OK)
 
 
 # ------------------------------------------------------------------ cross-entropy and nll
