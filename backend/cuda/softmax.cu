@@ -58,7 +58,9 @@
 // row per 512-thread block, x re-read from L2. The (fit) launch may overlap the kernel before
 // it (programmatic dependent launch, any grid size). The backward mirrors the register-cached
 // kernels up to 16384 columns (two arrays held), else a warp or block per row reading y and dy
-// twice (the second read mostly from L2).
+// twice (the second read mostly from L2). A split-row backward over a cluster of 4 or 8 blocks,
+// reading y and dy once (softmax_bwd_cluster_kernel), is a study variant of
+// mt_study_softmax_backward (scripts/bench/bw_study.py --ops softmax_bwd), not yet production.
 //
 // causal_softmax (the composed attention's mask and softmax): a warp per row reading only the
 // visible columns; rows of up to 32 x 8 packs held in registers (cached), wider or unaligned
@@ -723,6 +725,44 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_bwd_rows_kernel(T *dx, 
   }
 }
 
+// (cluster) backward, sm_90 (study variants 2 and 3 of mt_study_softmax_backward; not
+// production until measured): K blocks per row as the forward's (cluster), block `rank` holding
+// its slice of y and dy in registers (PL packs of each per thread), the row's sum of dy * y
+// (softmax) or of dy (log_softmax) reduced over the cluster through distributed shared memory.
+// y and dy are read from DRAM once, where softmax_bwd_rows_kernel (the production path above
+// 16384 columns) reads them twice. Grid: rows * K blocks, one row per cluster.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kRowThreads) softmax_bwd_cluster_kernel(T *dx, const T *y, const T *dy,
+                                                                          int64_t cols, int64_t slice) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[32];
+  __shared__ A slot;
+  cg::cluster_group cl = cg::this_cluster();
+  const int64_t r = blockIdx.x / cl.num_blocks();
+  const int64_t p0 = (int64_t)cl.block_rank() * slice;
+  const int64_t p1 = min(p0 + slice, cols / N);
+  const T *yr = y + r * cols, *dyr = dy + r * cols;
+  T *dxr = dx + r * cols;
+  Pack<T> vy[PL], vd[PL];
+  A acc = 0;
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+    vy[k] = load128(yr + p * N);
+    vd[k] = load128(dyr + p * N);
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc += bwd_term<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]));
+  });
+  acc = cluster_allsum(acc, red, &slot);
+  slice_packs<PL>(p0, p1, [&](int k, int64_t p) {
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < N; ++j) o.v[j] = from_compute<T>(bwd_out<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]), acc));
+    store128(dxr + p * N, o);
+  });
+  cl.sync();  // no block leaves while another may still read its slot
+}
+
 // ---- dispatch -----------------------------------------------------------------------------
 
 
@@ -891,6 +931,55 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
   MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax backward" : "softmax backward");
 }
 
+// One backward launch of study variant `variant` of mt_study_softmax_backward: 0 production
+// (softmax_backward_t), 1 softmax_bwd_rows_kernel (a warp per row up to kWarpMaxCols columns,
+// else a block per row; y and dy read twice), 2 / 3 (cluster) of 4 / 8 blocks per row (Hopper,
+// 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols). False when the
+// variant cannot take the shape.
+template <class T, bool LOG>
+bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
+  constexpr int N = Pack<T>::N;
+  const bool vec = vec_ok<T>(cols, {dx, y, dy});
+  switch (variant) {
+    case 0:
+      softmax_backward_t<T, LOG>(c, dx, y, dy, rows, cols);
+      return true;
+    case 1:
+      if (cols <= kWarpMaxCols) {
+        const int64_t per_block = kBlockThreads / 32;
+        softmax_bwd_rows_kernel<T, LOG, false, false>
+            <<<grid_of((rows + per_block - 1) / per_block), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+      } else if (vec) {
+        softmax_bwd_rows_kernel<T, LOG, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows,
+                                                                                                   cols);
+      } else {
+        softmax_bwd_rows_kernel<T, LOG, false, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows,
+                                                                                                    cols);
+      }
+      break;
+    case 2:
+    case 3: {
+      if (!vec || cols <= kWarpMaxCols || c.cc_major < 9) return false;
+      if constexpr (kVecType<T>) {
+        constexpr int kMaxPL = 8;
+        const int K = variant == 2 ? 4 : 8;
+        int64_t slice = 0;
+        int PL = 0, threads = 0;
+        if (!cluster_shape(cols / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
+        dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+          MT_CUDA_CHECK(launch_cluster(softmax_bwd_cluster_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
+                                       threads, K, 0, c.stream, dx, y, dy, cols, slice));
+        });
+      }
+      break;
+    }
+    default:
+      return false;
+  }
+  MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax backward" : "softmax backward");
+  return true;
+}
+
 void check_rows(const char *op, int64_t rows, int64_t cols) {
   MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "cuda %s: negative size (rows=%lld, cols=%lld)", op,
            (long long)rows, (long long)cols);
@@ -1045,15 +1134,18 @@ extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows,
 }
 
 // mt_study_softmax_backward: dx = the gradient of softmax (log 0) or log_softmax (log 1) at y
-// for the output gradient dy, rows x cols of dtype, by the kernels the ops' backward runs
-// (production's dispatch). For make bench's forward+backward rows with a random dy (the ABI's
-// mt_backward seeds ones) and tests/gpu/test_classify_parity.py. Buffers borrowed, the work
-// queued on the library's stream, the statuses of mt_study_softmax.
+// for the output gradient dy, rows x cols of dtype (F32, F64, F16, BF16). For make bench's
+// forward+backward rows with a random dy (the ABI's mt_backward seeds ones),
+// tests/gpu/test_classify_parity.py and scripts/bench/bw_study.py. variant (as
+// softmax_backward_variant): 0 production (what the ops' backward runs), 1 the uncached
+// warp / block per row, 2 and 3 (cluster) of 4 and 8 blocks per row. Buffers borrowed, the work
+// queued on the library's stream; the statuses of mt_study_softmax.
 extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
-                                                int32_t dtype, int32_t log) {
+                                                int32_t dtype, int32_t log, int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_softmax_backward", [&] {
+    check_variant(variant, 3);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(log == 0 || log == 1, INVALID_ARGUMENT, "log %d is not 0 or 1", (int)log);
     MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,
@@ -1061,6 +1153,15 @@ extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const v
     if (rows == 0 || cols == 0) return;
     MT_CHECK(dx && y && dy, INVALID_ARGUMENT, "null buffer (dx=%p, y=%p, dy=%p)", dx, y, dy);
     NvtxRange range("study_softmax_backward");
-    softmax_backward(context(), dx, y, dy, rows, cols, (DType)dtype, log == 1);
+    Context &c = context();
+    dispatch_float((DType)dtype, "mt_study_softmax_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T *d = static_cast<T *>(dx);
+      const T *yt = static_cast<const T *>(y), *g = static_cast<const T *>(dy);
+      const bool ok = log ? softmax_backward_variant<T, true>(c, variant, d, yt, g, rows, cols)
+                          : softmax_backward_variant<T, false>(c, variant, d, yt, g, rows, cols);
+      MT_CHECK(ok, UNSUPPORTED, "variant %d cannot take %lld x %lld %s at dx=%p, y=%p, dy=%p", (int)variant,
+               (long long)rows, (long long)cols, dtype_name((DType)dtype), dx, y, dy);
+    });
   });
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """bw_study.py - the bandwidth-bound kernels at the copy ceiling: every study variant of relu, GELU
-(forward, and backward on a real gradient), the full sum, softmax, log_softmax and layernorm forward
-against PyTorch, in one process on one GPU.
+(forward, and backward on a real gradient), the full sum, softmax and log_softmax (forward, and
+backward on a real gradient) and layernorm forward against PyTorch, in one process on one GPU.
 
   python3 scripts/bench/bw_study.py                      the table (float32), printed
   python3 scripts/bench/bw_study.py --write FILE         ... and written to FILE as markdown
-Options: --ops relu,gelu,gelu_bwd,sum,softmax,log_softmax,layer_norm, --dtype f32|f16|bf16, --reps N (timed
+Options: --ops relu,gelu,gelu_bwd,sum,softmax,log_softmax,softmax_bwd,log_softmax_bwd,layer_norm, --dtype f32|f16|bf16, --reps N (timed
 launches per variant, median, default 30), --bufs N (input buffers rotated over, default 3),
 --quick (only the largest shape of each op), --no-affine (layer_norm without gamma and beta).
 
@@ -19,6 +19,11 @@ lists and what each adds are documented beside each hook):
   sum          backend/cuda/reduce.cu       mt_study_sum          0..4
   softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..12 (1, naive, is skipped)
   log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
+  softmax_bwd  backend/cuda/softmax.cu      mt_study_softmax_backward 0..3: dx from y = softmax(x) and
+                                                                  a real random dy, against PyTorch's
+                                                                  aten._softmax_backward_data
+  log_softmax_bwd                           the same hook (log 1) against
+                                                                  aten._log_softmax_backward_data
   layer_norm   backend/cuda/fused.cu        mt_study_layer_norm   0..11
   cross_entropy backend/cuda/classify.cu    mt_study_cross_entropy 0..6: forward + backward (mean
                                                                   loss, dloss 1) against
@@ -34,7 +39,7 @@ Timing: every launch between two CUDA events, minitorch's recorded on the librar
 (mt_study_stream, wrapped as torch.cuda.ExternalStream), PyTorch's on its current stream; warm-up
 launches first, then --reps launches rotating over --bufs input buffers, the median taken. GB/s
 counts the bytes the op must move (relu, gelu, softmax, layernorm: one read of x and one write of
-y; gelu_bwd: reads x and dy, writes dx; sum: one read of x; cross_entropy: the forward reads x, the
+y; gelu_bwd, softmax_bwd, log_softmax_bwd: read x (or y) and dy, write dx; sum: one read of x; cross_entropy: the forward reads x, the
 backward reads x and writes dx); % copy is that against y.copy_(x) of 64M f32 timed the same way.
 """
 import argparse
@@ -80,12 +85,17 @@ OPS = {
                     11: "10 + st.async pair exchange"}),
 }
 OPS["log_softmax"] = ("mt_study_log_softmax",) + OPS["softmax"][1:]
+OPS["softmax_bwd"] = ("mt_study_softmax_backward", list(range(4)),
+                      {0: "production", 1: "warp / block per row, y and dy read twice", 2: "cluster of 4",
+                       3: "cluster of 8"})
+OPS["log_softmax_bwd"] = OPS["softmax_bwd"]
 OPS["gelu_bwd"] = OPS["gelu"]
 OPS["cross_entropy"] = ("mt_study_cross_entropy", list(range(7)),
                         {0: "production (forward on <= 1 wave, even rounds)", 1: "backward 4 units in flight",
                          2: "backward 8 units in flight", 3: "forward on <= 1 wave", 4: "forward on <= 2 waves",
                          5: "forward on <= 8 waves", 6: "forward on <= 4 waves"})
 FLAT_OPS = ("relu", "gelu", "gelu_bwd", "sum")
+BWD_OPS = ("gelu_bwd", "softmax_bwd", "log_softmax_bwd")  # the ops that read a random dy
 CE_SHAPES = [(65536, 1024), (8192, 32768)]
 
 
@@ -93,7 +103,8 @@ from harness import positive_int  # noqa: E402
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("--ops", default="relu,gelu,gelu_bwd,sum,softmax,log_softmax,layer_norm,cross_entropy")
+    ap.add_argument("--ops", default="relu,gelu,gelu_bwd,sum,softmax,log_softmax,softmax_bwd,log_softmax_bwd,"
+                                      "layer_norm,cross_entropy")
     ap.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     ap.add_argument("--reps", type=positive_int, default=30)
     ap.add_argument("--bufs", type=positive_int, default=3)
@@ -164,6 +175,7 @@ def main(argv):
     hooks["mt_study_cross_entropy"].argtypes = [vp, vp, vp, vp, vp, vp, i64, i64, i32, i32]
     hooks["mt_study_softmax"].argtypes = [vp, vp, i64, i64, i32, i32]
     hooks["mt_study_log_softmax"].argtypes = [vp, vp, i64, i64, i32, i32]
+    hooks["mt_study_softmax_backward"].argtypes = [vp, vp, vp, i64, i64, i32, i32, i32]
     hooks["mt_study_layer_norm"].argtypes = [vp, vp, vp, vp, vp, vp, i64, i64, ctypes.c_double, i32, i32]
     sp = ctypes.c_void_p()
     if hooks["mt_study_stream"](ctypes.byref(sp)) != 0:
@@ -209,13 +221,17 @@ def main(argv):
             shapes = shapes[:1] if flat else [shapes[0], shapes[-1]]
         for shape in shapes:
             numel = shape[0] if flat else shape[0] * shape[1]
-            nbytes = numel * elem * {"sum": 1, "gelu_bwd": 3, "cross_entropy": 3}.get(op, 2)
+            nbytes = numel * elem * {"sum": 1, "gelu_bwd": 3, "cross_entropy": 3, "softmax_bwd": 3,
+                                     "log_softmax_bwd": 3}.get(op, 2)
             shape_s = "%dM" % (numel >> 20) if flat else "%d×%d" % shape
             xs = [(torch.randn(*shape, device="cuda") * 2).to(tdt) for _ in range(args.bufs)]
             ys = [torch.empty(1 if op == "sum" else shape, device="cuda", dtype=tdt) for _ in range(args.bufs)]
             rows = 1 if flat else shape[0]
             cols = numel if flat else shape[1]
-            dys = [torch.randn(*shape, device="cuda").to(tdt) for _ in range(args.bufs)] if op == "gelu_bwd" else None
+            dys = [torch.randn(*shape, device="cuda").to(tdt) for _ in range(args.bufs)] if op in BWD_OPS else None
+            if op in ("softmax_bwd", "log_softmax_bwd"):  # the backward reads the forward's output
+                f = torch.softmax if op == "softmax_bwd" else torch.log_softmax
+                xs = [f(x.float(), -1).to(tdt) for x in xs]
             affine = op == "layer_norm" and not args.no_affine
             w = (torch.randn(cols, device="cuda") * 0.5 + 1).to(tdt) if affine else None
             if op == "cross_entropy":
@@ -243,6 +259,11 @@ def main(argv):
             elif op == "log_softmax":
                 tfn = lambda i: torch.log_softmax(xs[i], -1)  # noqa: E731
                 ref = torch.log_softmax(xs[0].double(), -1)
+            elif op in ("softmax_bwd", "log_softmax_bwd"):
+                bwd = (torch.ops.aten._softmax_backward_data if op == "softmax_bwd"
+                       else torch.ops.aten._log_softmax_backward_data)
+                tfn = lambda i: bwd(dys[i], xs[i], -1, tdt)  # noqa: E731
+                ref = bwd(dys[0].double(), xs[0].double(), -1, torch.float64)
             elif op == "cross_entropy":
                 for x in xs:
                     x.requires_grad_(True)
@@ -276,6 +297,8 @@ def main(argv):
                 if op in ("gelu", "gelu_bwd"):
                     bwd = op == "gelu_bwd"
                     return hook(y, x, dys[i].data_ptr() if bwd else None, numel, code, int(bwd), v)
+                if op in ("softmax_bwd", "log_softmax_bwd"):
+                    return hook(y, x, dys[i].data_ptr(), rows, cols, code, int(op == "log_softmax_bwd"), v)
                 if op == "cross_entropy":
                     return hook(ce_loss.data_ptr(), ce_lse.data_ptr(), y, x, tgt[i].data_ptr(), ce_one.data_ptr(),
                                 rows, cols, code, v)

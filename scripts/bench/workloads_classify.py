@@ -60,7 +60,8 @@ def _softmax_bwd_hook(ctx):
     fn = getattr(U.LIB, "mt_study_softmax_backward", None) if ctx.device == U.MT_CUDA else None
     if fn is not None:
         fn.restype = ctypes.c_int
-        fn.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, c_int64, ctypes.c_int32, ctypes.c_int32]
+        fn.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, c_int64, ctypes.c_int32, ctypes.c_int32,
+                       ctypes.c_int32]
     return fn
 
 
@@ -97,7 +98,7 @@ def _check_softmax_backward(ctx, fn, tname, cols, hook, log):
             dx = mt_randn(ctx, shape, 113)
             handles.append(dx)
             U.check(hook(c_void_p(U.data_ptr_of(dx)), c_void_p(U.data_ptr_of(y)), c_void_p(U.data_ptr_of(dy)),
-                         shape[0], cols, U.MT_F32, 1 if log else 0), "mt_study_softmax_backward")
+                         shape[0], cols, U.MT_F32, 1 if log else 0, 0), "mt_study_softmax_backward")
             U.check(U.LIB.mt_synchronize(), "mt_synchronize")
         else:
             U.set_requires_grad(x, 1)
@@ -152,7 +153,7 @@ def bench_softmax_backward(ctx):
                     def mt_step():
                         y = U.call(fn, x, c_int64(-1))
                         try:
-                            U.check(hook(pdx, c_void_p(U.data_ptr_of(y)), pw, r, c, U.MT_F32, 1 if log else 0),
+                            U.check(hook(pdx, c_void_p(U.data_ptr_of(y)), pw, r, c, U.MT_F32, 1 if log else 0, 0),
                                     "mt_study_softmax_backward")
                         finally:
                             U.release(y)

@@ -83,7 +83,7 @@ for _hook in (STUDY, STUDY_LOG):
 STUDY_BWD = getattr(LIB, "mt_study_softmax_backward", None)
 if STUDY_BWD is not None:
     STUDY_BWD.restype = ctypes.c_int
-    STUDY_BWD.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, c_int64, c_int32, c_int32]
+    STUDY_BWD.argtypes = [c_void_p, c_void_p, c_void_p, c_int64, c_int64, c_int32, c_int32, c_int32]
 
 NAN, INF = float("nan"), float("inf")
 
@@ -438,17 +438,19 @@ class TestSoftmaxStudy(ClassifyCase):
             self.assertEqual(STUDY(p, p, 0, 8, MT_F32, 0), MT_OK)
 
     def test_backward_hook(self):
-        """mt_study_softmax_backward, which make bench's forward+backward rows time: dx for a random
-        dy against the tape's backward of loss = (y * dy).sum() in float64 on the CPU, from the same
-        rounded inputs; float32, float16 and bfloat16, softmax and log_softmax, the study's shapes
-        (warp rows, block rows, tails, unaligned widths)."""
+        """mt_study_softmax_backward, which make bench's forward+backward rows time, and its
+        variants (0 production, 1 the uncached rows, 2 / 3 clusters of 4 / 8 blocks per row): dx for
+        a random dy against the tape's backward of loss = (y * dy).sum() in float64 on the CPU, from
+        the same rounded inputs; float32, float16 and bfloat16, softmax and log_softmax, the study's
+        shapes (warp rows, block rows, tails, unaligned widths)."""
         if STUDY_BWD is None:
             self.skipTest("the library has no mt_study_softmax_backward")
         for log in (0, 1):
             op = "mt_log_softmax" if log else "mt_softmax"
             for dtype in (MT_F32, MT_F16, MT_BF16):
+                elem = U.DTYPE_SIZES[dtype]
                 for rows, cols in STUDY_CASES:
-                    with self.subTest(log=log, dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols), Scope() as s:
+                    with Scope() as s:
                         # the device's inputs, then the reference on their rounded values
                         xd, dyd = [s(U.call("mt_tensor_cast", s(U.call("mt_tensor_to", self.randn(s, (rows, cols),
                                                                                          MT_F32, scale), MT_CUDA)),
@@ -460,22 +462,37 @@ class TestSoftmaxStudy(ClassifyCase):
                         self.assertStatus(LIB.mt_backward(loss), MT_OK)
                         want = host(s(U.call("mt_tensor_grad", x64)))
                         yd = s(U.call(op, xd, 1))
-                        dx = s(U.call("mt_tensor_full", U.shape_array((rows, cols)), 2, c_double(NAN), dtype, MT_CUDA))
-                        st = STUDY_BWD(c_void_p(U.data_ptr_of(dx)), c_void_p(U.data_ptr_of(yd)),
-                                       c_void_p(U.data_ptr_of(dyd)), rows, cols, dtype, log)
-                        self.assertEqual(st, MT_OK, U.last_error())
-                        self.assertStatus(LIB.mt_synchronize(), MT_OK)
                         # y itself is rounded to the dtype before the backward reads it
                         tol = 2e-2 if dtype != MT_F32 else (LONG_TOL if cols > LONG_ROW else TOL)[MT_F32]
-                        self.assertRel(host(dx), want, tol, "%s backward hook vs cpu float64" % op)
+                        for variant in range(4):
+                            with self.subTest(log=log, dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols,
+                                              variant=variant):
+                                dx = s(U.call("mt_tensor_full", U.shape_array((rows, cols)), 2, c_double(NAN), dtype,
+                                              MT_CUDA))
+                                st = STUDY_BWD(c_void_p(U.data_ptr_of(dx)), c_void_p(U.data_ptr_of(yd)),
+                                               c_void_p(U.data_ptr_of(dyd)), rows, cols, dtype, log, variant)
+                                # the cluster variants (Hopper, as make test-gpu's GPUs): 16-byte rows
+                                # wider than 1024 columns whose K-th fits 256 threads x 8 packs
+                                packs = cols * elem // 16
+                                takes = ((cols * elem) % 16 == 0 and cols > 1024 and
+                                         math.ceil(packs / (4 if variant == 2 else 8)) <= 256 * 8)
+                                if variant >= 2 and not takes:
+                                    self.assertEqual(st, U.MT_ERR_UNSUPPORTED,
+                                                     "variant %d must refuse %d columns" % (variant, cols))
+                                    continue
+                                self.assertEqual(st, MT_OK, U.last_error())
+                                self.assertStatus(LIB.mt_synchronize(), MT_OK)
+                                self.assertRel(host(dx), want, tol, "%s backward variant %d vs cpu float64" %
+                                               (op, variant))
         with Scope() as s:
             x = s(U.call("mt_tensor_zeros", U.shape_array((4, 8)), 2, MT_F32, MT_CUDA))
             p = c_void_p(U.data_ptr_of(x))
-            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 2), U.MT_ERR_INVALID_ARGUMENT)
-            self.assertEqual(STUDY_BWD(p, p, p, -1, 8, MT_F32, 0), U.MT_ERR_INVALID_ARGUMENT)
-            self.assertEqual(STUDY_BWD(None, p, p, 4, 8, MT_F32, 0), U.MT_ERR_INVALID_ARGUMENT)
-            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_I64, 0), U.MT_ERR_DTYPE)
-            self.assertEqual(STUDY_BWD(p, p, p, 0, 8, MT_F32, 0), MT_OK)
+            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 2, 0), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 0, 4), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(p, p, p, -1, 8, MT_F32, 0, 0), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(None, p, p, 4, 8, MT_F32, 0, 0), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_I64, 0, 0), U.MT_ERR_DTYPE)
+            self.assertEqual(STUDY_BWD(p, p, p, 0, 8, MT_F32, 0, 0), MT_OK)
 
 
 # ------------------------------------------------------------------ cross-entropy and nll
