@@ -890,6 +890,27 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
   return true;
 }
 
+// The (cluster) backward in clusters of K blocks per row; false when it cannot take the shape
+// (Hopper, 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols whose
+// K-th fits kRowThreads threads x 8 packs).
+template <class T, bool LOG>
+bool launch_bwd_cluster(Context &c, int K, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
+  if (!vec_ok<T>(cols, {dx, y, dy}) || cols <= kWarpMaxCols || c.cc_major < 9) return false;
+  if constexpr (kVecType<T>) {
+    constexpr int N = Pack<T>::N;
+    constexpr int kMaxPL = 8;
+    int64_t slice = 0;
+    int PL = 0, threads = 0;
+    if (!cluster_shape(cols / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
+    dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+      MT_CUDA_CHECK(launch_cluster(softmax_bwd_cluster_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
+                                   threads, K, 0, c.stream, dx, y, dy, cols, slice));
+    });
+    return true;
+  }
+  return false;
+}
+
 template <class T, bool LOG>
 void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols, int64_t causal_t = 0,
                         int64_t causal_offset = 0) {
@@ -938,7 +959,6 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
 // variant cannot take the shape.
 template <class T, bool LOG>
 bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
-  constexpr int N = Pack<T>::N;
   const bool vec = vec_ok<T>(cols, {dx, y, dy});
   switch (variant) {
     case 0:
@@ -958,21 +978,9 @@ bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const 
       }
       break;
     case 2:
-    case 3: {
-      if (!vec || cols <= kWarpMaxCols || c.cc_major < 9) return false;
-      if constexpr (kVecType<T>) {
-        constexpr int kMaxPL = 8;
-        const int K = variant == 2 ? 4 : 8;
-        int64_t slice = 0;
-        int PL = 0, threads = 0;
-        if (!cluster_shape(cols / N, K, kMaxPL, kRowThreads, slice, PL, threads) || rows > INT_MAX / K) return false;
-        dispatch_pl<kMaxPL>(PL, [&](auto pl) {
-          MT_CUDA_CHECK(launch_cluster(softmax_bwd_cluster_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
-                                       threads, K, 0, c.stream, dx, y, dy, cols, slice));
-        });
-      }
+    case 3:
+      if (!launch_bwd_cluster<T, LOG>(c, variant == 2 ? 4 : 8, dx, y, dy, rows, cols)) return false;
       break;
-    }
     default:
       return false;
   }
