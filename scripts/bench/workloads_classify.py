@@ -1,5 +1,5 @@
 """workloads_classify - the classification rows of `make bench`: softmax and log_softmax over
-the three issue shapes, forward and forward+backward, fused cross-entropy forward+backward, an
+the three benchmark shapes, forward and forward+backward, fused cross-entropy forward+backward, an
 Adam step over 100M parameters, and the MNIST / Fashion-MNIST MLP trainings (the C demo against
 the same recipe in PyTorch eager, same data, same device, same process run).
 
