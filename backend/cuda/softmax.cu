@@ -890,6 +890,21 @@ bool softmax_forward_variant(Context &c, int variant, T *y, const T *x, int64_t 
   return true;
 }
 
+// The uncached backward: a warp per row up to kWarpMaxCols columns, else a block per row, y and
+// dy read twice (128-bit accesses where vec).
+template <class T, bool LOG>
+void launch_bwd_rows(Context &c, bool vec, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
+  if (cols <= kWarpMaxCols) {
+    const int64_t per_block = kBlockThreads / 32;
+    softmax_bwd_rows_kernel<T, LOG, false, false>
+        <<<grid_of((rows + per_block - 1) / per_block), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+  } else if (vec) {
+    softmax_bwd_rows_kernel<T, LOG, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+  } else {
+    softmax_bwd_rows_kernel<T, LOG, false, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
+  }
+}
+
 // The (cluster) backward in clusters of K blocks per row; false when it cannot take the shape
 // (Hopper, 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols whose
 // K-th fits kRowThreads threads x 8 packs).
@@ -939,16 +954,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
       done = true;
     }
   }
-  if (done) {
-  } else if (cols <= kWarpMaxCols) {
-    const int64_t per_block = kBlockThreads / 32;
-    softmax_bwd_rows_kernel<T, LOG, false, false>
-        <<<grid_of((rows + per_block - 1) / per_block), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
-  } else if (vec) {
-    softmax_bwd_rows_kernel<T, LOG, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
-  } else {
-    softmax_bwd_rows_kernel<T, LOG, false, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
-  }
+  if (!done) launch_bwd_rows<T, LOG>(c, vec, dx, y, dy, rows, cols);
   MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax backward" : "softmax backward");
 }
 
@@ -959,23 +965,12 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
 // variant cannot take the shape.
 template <class T, bool LOG>
 bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
-  const bool vec = vec_ok<T>(cols, {dx, y, dy});
   switch (variant) {
     case 0:
       softmax_backward_t<T, LOG>(c, dx, y, dy, rows, cols);
       return true;
     case 1:
-      if (cols <= kWarpMaxCols) {
-        const int64_t per_block = kBlockThreads / 32;
-        softmax_bwd_rows_kernel<T, LOG, false, false>
-            <<<grid_of((rows + per_block - 1) / per_block), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows, cols);
-      } else if (vec) {
-        softmax_bwd_rows_kernel<T, LOG, true, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows,
-                                                                                                   cols);
-      } else {
-        softmax_bwd_rows_kernel<T, LOG, false, true><<<grid_of(rows), kBlockThreads, 0, c.stream>>>(dx, y, dy, rows,
-                                                                                                    cols);
-      }
+      launch_bwd_rows<T, LOG>(c, vec_ok<T>(cols, {dx, y, dy}), dx, y, dy, rows, cols);
       break;
     case 2:
     case 3:
