@@ -65,18 +65,23 @@ def _softmax_bwd_hook(ctx):
     return fn
 
 
-def _mt_weighted_step(fn, x, w):
-    """y = fn(x); loss = (y * w).sum(); backward; the handles released and x's gradient cleared."""
-    y = U.call(fn, x, c_int64(-1))
-    handles = [y]
+def _mt_weighted_backward(fn, x, w):
+    """y = fn(x); loss = (y * w).sum(); backward. Returns the handles made, y first."""
+    made = []
     try:
-        z = U.call("mt_mul", y, w)
-        handles.append(z)
-        loss = U.call("mt_sum", z)
-        handles.append(loss)
-        U.check(U.LIB.mt_backward(loss), "mt_backward")
-    finally:
-        release_each(handles)
+        made.append(U.call(fn, x, c_int64(-1)))
+        made.append(U.call("mt_mul", made[0], w))
+        made.append(U.call("mt_sum", made[1]))
+        U.check(U.LIB.mt_backward(made[2]), "mt_backward")
+    except BaseException:
+        release_each(made)
+        raise
+    return made
+
+
+def _mt_weighted_step(fn, x, w):
+    """_mt_weighted_backward, then its handles released and x's gradient cleared."""
+    release_each(_mt_weighted_backward(fn, x, w))
     U.check(U.LIB.mt_tensor_clear_grad(x), "mt_tensor_clear_grad")
 
 
@@ -102,13 +107,9 @@ def _check_softmax_backward(ctx, fn, tname, cols, hook, log):
             U.check(U.LIB.mt_synchronize(), "mt_synchronize")
         else:
             U.set_requires_grad(x, 1)
-            y = U.call(fn, x, c_int64(-1))
-            handles.append(y)
-            z = U.call("mt_mul", y, dy)
-            handles.append(z)
-            loss = U.call("mt_sum", z)
-            handles.append(loss)
-            U.check(U.LIB.mt_backward(loss), "mt_backward")
+            made = _mt_weighted_backward(fn, x, dy)
+            handles += made
+            y = made[0]
             dx = U.call("mt_tensor_grad", x)
             handles.append(dx)
         got = [list(mt_host(y)), list(mt_host(dx))]
