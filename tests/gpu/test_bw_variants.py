@@ -219,6 +219,10 @@ class TestBwVariants(CP.ClassifyCase):
                 with Scope() as s:
                     xd, xr = self.device_input(s, (n,), dtype)
                     want = host(s(U.call("mt_sum", xr)))
+                    # a sum of random-sign terms can cancel far below its terms' size, sum |x| /
+                    # sqrt(n), where float32's rounding is still relative to that size: the error is
+                    # measured against the larger of the two (an H200 draw gave 2.1e-4 of |want|)
+                    size = math.fsum(map(abs, host(xr))) / math.sqrt(n)
                     for v in range(5):
                         with self.subTest(dtype=U.DTYPE_NAMES[dtype], n=n, variant=v):
                             got = []
@@ -229,7 +233,7 @@ class TestBwVariants(CP.ClassifyCase):
                                 self.assertStatus(LIB.mt_synchronize(), MT_OK)
                                 got.append(list(host(y)))
                             self.assertEqual(got[0], got[1], "two runs gave different bits")
-                            self.assertRel(got[0], want, tol_for(dtype, n > 4096), "sum vs cpu")
+                            self.assertRelScaled(got[0], want, [size], tol_for(dtype, n > 4096), "sum vs cpu")
 
     def check_softmax(self, name, log):
         ref_op = "mt_log_softmax" if log else "mt_softmax"
