@@ -56,11 +56,14 @@
 // from 1.21x to 0.68x of PyTorch); else (2) for cols <= 1024 and (3) above. (5) is (4) with 4
 // packs in flight per lane on narrow rows and, on the widest, (3) with 128-bit accesses: one
 // row per 512-thread block, x re-read from L2. The (fit) launch may overlap the kernel before
-// it (programmatic dependent launch, any grid size). The backward mirrors the register-cached
-// kernels up to 16384 columns (two arrays held), else a warp or block per row reading y and dy
-// twice (the second read mostly from L2). A split-row backward over a cluster of 4 or 8 blocks,
-// reading y and dy once (softmax_bwd_cluster_kernel), is a study variant of
-// mt_study_softmax_backward (scripts/bench/bw_study.py --ops softmax_bwd), not yet production.
+// it (programmatic dependent launch, any grid size). The backward holds y and dy in registers up
+// to 16384 columns (two arrays): rows of up to 2 packs a lane a warp (or less) each in 64-thread
+// blocks, wider rows a block each of one pack a thread (up to 256 threads, then more packs); the
+// warp rows of 8 packs a lane held 16 warps an SM and reached 78% of copy bandwidth at 65536 x
+// 1024 f32, the block rows 105% (H200). Wider rows: softmax splits a row over a cluster of 4 or 8
+// blocks reading y and dy once (Hopper); log_softmax, whose first pass reads only dy, and other
+// GPUs take a warp or block per row reading them twice (the second read mostly from L2). Study
+// variants of mt_study_softmax_backward (scripts/bench/bw_study.py --ops softmax_bwd).
 //
 // causal_softmax (the composed attention's mask and softmax): a warp per row reading only the
 // visible columns; rows of up to 32 x 8 packs held in registers (cached), wider or unaligned
@@ -92,6 +95,11 @@ constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or 
 // spill (the backward holds two arrays). 1024 threads x 8 float4 packs = 32768 floats.
 constexpr int64_t kFwdCachedMaxCols = 32768;
 constexpr int64_t kBwdCachedMaxCols = 16384;
+// The backward's warp rows take up to 2 packs a lane, in blocks of kBwdWarpBlockThreads; wider
+// rows up to kWarpMaxCols get a block of at most kBwdRowBlockThreads threads.
+constexpr int kBwdWarpMaxPL = 4;
+constexpr int kBwdWarpBlockThreads = 64;
+constexpr int kBwdRowBlockThreads = 256;
 
 // ---- row normalisation --------------------------------------------------------------------
 
@@ -602,8 +610,8 @@ __device__ __forceinline__ A bwd_out(A y, A dy, A sum) {
 // causal_t > 0: the backward of causal_softmax (rows of causal_t queries, offset causal_offset),
 // whose y is exactly 0 past the visible columns: packs wholly past them are written 0 without
 // reading y or dy (about a third of the traffic of a square causal attention).
-template <class T, bool LOG, int PL>
-__global__ void __launch_bounds__(kRowThreads) softmax_bwd_vec_warp_kernel(T *dx, const T *y, const T *dy,
+template <class T, bool LOG, int PL, int MINB = 1>
+__global__ void __launch_bounds__(kRowThreads, MINB) softmax_bwd_vec_warp_kernel(T *dx, const T *y, const T *dy,
                                                                            int64_t rows, int64_t cols, int G,
                                                                            int64_t causal_t, int64_t causal_offset) {
   using A = Compute<T>;
@@ -725,12 +733,12 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_bwd_rows_kernel(T *dx, 
   }
 }
 
-// (cluster) backward, sm_90 (study variants 2 and 3 of mt_study_softmax_backward; not
-// production until measured): K blocks per row as the forward's (cluster), block `rank` holding
+// (cluster) backward, sm_90 (production for softmax above 16384 columns; study variants 2 and 3
+// of mt_study_softmax_backward): K blocks per row as the forward's (cluster), block `rank` holding
 // its slice of y and dy in registers (PL packs of each per thread), the row's sum of dy * y
 // (softmax) or of dy (log_softmax) reduced over the cluster through distributed shared memory.
-// y and dy are read from DRAM once, where softmax_bwd_rows_kernel (the production path above
-// 16384 columns) reads them twice. Grid: rows * K blocks, one row per cluster.
+// y and dy are read from DRAM once, where softmax_bwd_rows_kernel reads them twice. Grid:
+// rows * K blocks, one row per cluster.
 template <class T, bool LOG, int PL>
 __global__ void __launch_bounds__(kRowThreads) softmax_bwd_cluster_kernel(T *dx, const T *y, const T *dy,
                                                                           int64_t cols, int64_t slice) {
@@ -936,14 +944,26 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
   bool done = false;
   if constexpr (kVecType<T>) {
     constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
-    if (vec && cols <= kWarpMaxCols) {
-      int G = 0;
-      warp_shape(packs, G, PL);
-      const int64_t per_block = kRowThreads / G;
+    int G = 0;
+    if (vec && cols <= kWarpMaxCols) warp_shape(packs, G, PL);
+    if (vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdWarpMaxPL &&
+        block_shape(packs, kMaxPL, PL, threads, kBwdRowBlockThreads)) {
+      // rows of more than 2 packs a lane: a block per row of up to 256 threads, one pack each,
+      // keeps every warp slot busy; the warp rows' two arrays of 8 packs a lane held 16 warps an SM
+      // (105% against 78% of copy bandwidth at 65536 x 1024 f32, docs/benchmarks.md)
+      dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+        softmax_bwd_vec_block_kernel<T, LOG, decltype(pl)::value>
+            <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
+      });
+      done = true;
+    } else if (vec && cols <= kWarpMaxCols) {
+      // blocks of 64 threads outside causal rows: 0-10% faster than 256 at 64-256 columns
+      const int threads_w = causal_t == 0 ? kBwdWarpBlockThreads : kRowThreads;
+      const int64_t per_block = threads_w / G;
       dispatch_pl<32 / N>(PL, [&](auto pl) {
         softmax_bwd_vec_warp_kernel<T, LOG, decltype(pl)::value>
-            <<<grid_of((rows + per_block - 1) / per_block), kRowThreads, 0, c.stream>>>(dx, y, dy, rows, cols, G,
-                                                                                      causal_t, causal_offset);
+            <<<grid_of((rows + per_block - 1) / per_block), threads_w, 0, c.stream>>>(dx, y, dy, rows, cols, G,
+                                                                                    causal_t, causal_offset);
       });
       done = true;
     } else if (vec && block_shape(packs, kMaxPL, PL, threads)) {
@@ -954,6 +974,13 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
       done = true;
     }
   }
+  // softmax above the register-cached widths on Hopper: clusters of 4 (else 8) blocks per row
+  // read y and dy once where the rows kernel reads them twice. log_softmax's first pass reads only
+  // dy, and there the cluster lost (docs/benchmarks.md).
+  if (!LOG && !done && causal_t == 0 && cols > kBwdCachedMaxCols &&
+      (launch_bwd_cluster<T, LOG>(c, 4, dx, y, dy, rows, cols) ||
+       launch_bwd_cluster<T, LOG>(c, 8, dx, y, dy, rows, cols)))
+    done = true;
   if (!done) launch_bwd_rows<T, LOG>(c, vec, dx, y, dy, rows, cols);
   MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax backward" : "softmax backward");
 }
@@ -961,11 +988,53 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
 // One backward launch of study variant `variant` of mt_study_softmax_backward: 0 production
 // (softmax_backward_t), 1 softmax_bwd_rows_kernel (a warp per row up to kWarpMaxCols columns,
 // else a block per row; y and dy read twice), 2 / 3 (cluster) of 4 / 8 blocks per row (Hopper,
-// 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols). False when the
-// variant cannot take the shape.
+// 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols), 4-6 the cached
+// warp rows in other blocks (16-byte rows up to kWarpMaxCols), 7-9 the cached block per row in
+// small blocks (16-byte rows that fit). False when the variant cannot take the shape.
 template <class T, bool LOG>
 bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
+  constexpr int N = Pack<T>::N;
   switch (variant) {
+    case 4:
+    case 5:
+    case 6: {  // the register-cached warp rows in blocks of 64 / 128 threads, or 256 with >= 3 blocks an SM
+      if constexpr (!kVecType<T>) return false;
+      else {
+        if (!vec_ok<T>(cols, {dx, y, dy}) || cols > kWarpMaxCols) return false;
+        int G = 0, PL = 0;
+        warp_shape(cols / N, G, PL);
+        const int threads = variant == 4 ? 64 : variant == 5 ? 128 : kRowThreads;
+        if (G > threads) return false;
+        const int64_t per_block = threads / G;
+        const unsigned grid = grid_of((rows + per_block - 1) / per_block);
+        dispatch_pl<32 / N>(PL, [&](auto pl) {
+          if (variant == 6)
+            softmax_bwd_vec_warp_kernel<T, LOG, decltype(pl)::value, 3>
+                <<<grid, threads, 0, c.stream>>>(dx, y, dy, rows, cols, G, 0, 0);
+          else
+            softmax_bwd_vec_warp_kernel<T, LOG, decltype(pl)::value>
+                <<<grid, threads, 0, c.stream>>>(dx, y, dy, rows, cols, G, 0, 0);
+        });
+      }
+      break;
+    }
+    case 7:
+    case 8:
+    case 9: {  // the register-cached block per row in blocks of at most 64 / 128 / 256 threads
+      if constexpr (!kVecType<T>) return false;
+      else {
+        constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
+        int PL = 0, threads = 0;
+        if (!vec_ok<T>(cols, {dx, y, dy}) ||
+            !block_shape(cols / N, kMaxPL, PL, threads, variant == 7 ? 64 : variant == 8 ? 128 : 256))
+          return false;
+        dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+          softmax_bwd_vec_block_kernel<T, LOG, decltype(pl)::value>
+              <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
+        });
+      }
+      break;
+    }
     case 0:
       softmax_backward_t<T, LOG>(c, dx, y, dy, rows, cols);
       return true;
@@ -1141,14 +1210,16 @@ extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows,
 // forward+backward rows with a random dy (the ABI's mt_backward seeds ones),
 // tests/gpu/test_classify_parity.py and scripts/bench/bw_study.py. variant (as
 // softmax_backward_variant): 0 production (what the ops' backward runs), 1 the uncached
-// warp / block per row, 2 and 3 (cluster) of 4 and 8 blocks per row. Buffers borrowed, the work
+// warp / block per row, 2 and 3 (cluster) of 4 and 8 blocks per row, 4-6 the cached warp rows in
+// blocks of 64 / 128 / 256 threads (6: at least 3 blocks an SM), 7-9 the cached block per row of
+// at most 64 / 128 / 256 threads. Buffers borrowed, the work
 // queued on the library's stream; the statuses of mt_study_softmax.
 extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
                                                 int32_t dtype, int32_t log, int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_softmax_backward", [&] {
-    check_variant(variant, 3);
+    check_variant(variant, 9);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(log == 0 || log == 1, INVALID_ARGUMENT, "log %d is not 0 or 1", (int)log);
     MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,

@@ -7,7 +7,8 @@ backward on a real gradient) and layernorm forward against PyTorch, in one proce
   python3 scripts/bench/bw_study.py --write FILE         ... and written to FILE as markdown
 Options: --ops relu,gelu,gelu_bwd,sum,softmax,log_softmax,softmax_bwd,log_softmax_bwd,layer_norm, --dtype f32|f16|bf16, --reps N (timed
 launches per variant, median, default 30), --bufs N (input buffers rotated over, default 3),
---quick (only the largest shape of each op), --no-affine (layer_norm without gamma and beta).
+--quick (only the largest shape of each op), --shapes ROWSxCOLS,... (the row ops' shapes instead of their
+three), --no-affine (layer_norm without gamma and beta).
 
 Variants (the mt_study_* hooks, internal to libminitorch.so, not in abi/minitorch.h; the variant
 lists and what each adds are documented beside each hook):
@@ -19,7 +20,7 @@ lists and what each adds are documented beside each hook):
   sum          backend/cuda/reduce.cu       mt_study_sum          0..4
   softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..12 (1, naive, is skipped)
   log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
-  softmax_bwd  backend/cuda/softmax.cu      mt_study_softmax_backward 0..3: dx from y = softmax(x) and
+  softmax_bwd  backend/cuda/softmax.cu      mt_study_softmax_backward 0..9: dx from y = softmax(x) and
                                                                   a real random dy, against PyTorch's
                                                                   aten._softmax_backward_data
   log_softmax_bwd                           the same hook (log 1) against
@@ -85,9 +86,12 @@ OPS = {
                     11: "10 + st.async pair exchange"}),
 }
 OPS["log_softmax"] = ("mt_study_log_softmax",) + OPS["softmax"][1:]
-OPS["softmax_bwd"] = ("mt_study_softmax_backward", list(range(4)),
+OPS["softmax_bwd"] = ("mt_study_softmax_backward", list(range(10)),
                       {0: "production", 1: "warp / block per row, y and dy read twice", 2: "cluster of 4",
-                       3: "cluster of 8"})
+                       3: "cluster of 8", 4: "cached warp rows, 64-thread blocks",
+                       5: "cached warp rows, 128-thread blocks", 6: "cached warp rows, >= 3 blocks an SM",
+                       7: "cached block per row, <= 64 threads", 8: "cached block per row, <= 128 threads",
+                       9: "cached block per row, <= 256 threads"})
 OPS["log_softmax_bwd"] = OPS["softmax_bwd"]
 OPS["gelu_bwd"] = OPS["gelu"]
 OPS["cross_entropy"] = ("mt_study_cross_entropy", list(range(7)),
@@ -109,6 +113,7 @@ def parse_args(argv):
     ap.add_argument("--reps", type=positive_int, default=30)
     ap.add_argument("--bufs", type=positive_int, default=3)
     ap.add_argument("--quick", action="store_true", help="only the largest shape of each op")
+    ap.add_argument("--shapes", default="", help="row shapes ROWSxCOLS,... for the row ops instead of theirs")
     ap.add_argument("--no-affine", action="store_true", help="layer_norm without gamma and beta")
     ap.add_argument("--write", metavar="FILE", default=None, help="write the table as markdown to FILE")
     return ap.parse_args(argv)
@@ -219,6 +224,8 @@ def main(argv):
         shapes = [(n,) for n in FLAT_SIZES] if flat else (CE_SHAPES if op == "cross_entropy" else ROW_SHAPES)
         if args.quick:
             shapes = shapes[:1] if flat else [shapes[0], shapes[-1]]
+        if args.shapes and not flat:
+            shapes = [tuple(int(v) for v in part.split("x")) for part in args.shapes.split(",")]
         for shape in shapes:
             numel = shape[0] if flat else shape[0] * shape[1]
             nbytes = numel * elem * {"sum": 1, "gelu_bwd": 3, "cross_entropy": 3, "softmax_bwd": 3,
