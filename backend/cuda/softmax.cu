@@ -771,6 +771,54 @@ __global__ void __launch_bounds__(kRowThreads) softmax_bwd_cluster_kernel(T *dx,
   cl.sync();  // no block leaves while another may still read its slot
 }
 
+// (cluster, one exchange) backward, sm_90 (study variants 10 and 11 of
+// mt_study_softmax_backward): the cluster backward for rows of exactly K blocks x kRowThreads x
+// PL packs (one base address and constant offsets, as the forward's (cluster, one exchange)).
+// Each block reduces its slice's sum of dy * y (or of dy), pushes it into `parts` of every block of
+// the cluster, and after the one cluster barrier adds the K parts from its own shared memory in
+// rank order: all blocks agree bit for bit, and none reads another's memory after the barrier,
+// so none waits for the others' stores before it exits. (cluster) synchronizes twice a row, the
+// second time after its stores, and a barrier's release waits for those stores. ptxas -v (sm_90)
+// under these bounds: f32 80 registers at 8 packs, 48 (62 log_softmax) at 4, no spills; bf16
+// softmax at 8 packs (65536 columns and more) spills 60 bytes.
+template <class T, bool LOG, int PL>
+__global__ void __launch_bounds__(kRowThreads, sizeof(T) == 4 ? (PL <= 4 ? 4 : 3) : (PL <= 2 ? 4 : PL == 4 ? 3 : 2))
+    softmax_bwd_cluster1_kernel(T *dx, const T *y, const T *dy, int64_t cols) {
+  namespace cg = cooperative_groups;
+  using A = Compute<T>;
+  constexpr int N = Pack<T>::N;
+  constexpr int kMaxK = 8;
+  constexpr int kStep = kRowThreads * N;  // elements between a thread's packs
+  __shared__ A red[32];
+  __shared__ A parts[kMaxK];  // block r's sum, written by block r
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned K = cl.num_blocks(), rank = cl.block_rank();
+  const int64_t off = (blockIdx.x / K) * cols + ((int64_t)rank * PL * kRowThreads + threadIdx.x) * N;
+  Pack<T> vy[PL], vd[PL];
+  A acc = 0;
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    vy[k] = load128(y + off + k * kStep);
+    vd[k] = load128(dy + off + k * kStep);
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc += bwd_term<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]));
+  }
+  acc = block_allsum(acc, red);
+  if (threadIdx.x < K) cl.map_shared_rank(parts, threadIdx.x)[rank] = acc;
+  cl.sync();
+  A sum = 0;
+#pragma unroll 1
+  for (unsigned q = 0; q < K; ++q) sum += parts[q];
+#pragma unroll
+  for (int k = 0; k < PL; ++k) {
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      o.v[j] = from_compute<T>(bwd_out<LOG>(to_compute(vy[k].v[j]), to_compute(vd[k].v[j]), sum));
+    store128(dx + off + k * kStep, o);
+  }
+}
+
 // ---- dispatch -----------------------------------------------------------------------------
 
 
@@ -934,6 +982,28 @@ bool launch_bwd_cluster(Context &c, int K, T *dx, const T *y, const T *dy, int64
   return false;
 }
 
+// The (cluster, one exchange) backward in clusters of K blocks per row; false when it cannot take
+// the shape (Hopper, 16-byte rows and pointers, 2- or 4-byte types, rows of exactly K x
+// kRowThreads x 1, 2, 4 or 8 packs).
+template <class T, bool LOG>
+bool launch_bwd_cluster1(Context &c, int K, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
+  if (!vec_ok<T>(cols, {dx, y, dy}) || c.cc_major < 9 || rows > INT_MAX / K) return false;
+  if constexpr (kVecType<T>) {
+    constexpr int N = Pack<T>::N;
+    const int64_t per = (int64_t)K * kRowThreads;
+    const int64_t packs = cols / N;
+    if (packs % per != 0) return false;
+    const int64_t PL = packs / per;
+    if (PL != 1 && PL != 2 && PL != 4 && PL != 8) return false;
+    dispatch_pl<8>((int)PL, [&](auto pl) {
+      MT_CUDA_CHECK(launch_cluster(softmax_bwd_cluster1_kernel<T, LOG, decltype(pl)::value>, (unsigned)(rows * K),
+                                   kRowThreads, K, 0, c.stream, dx, y, dy, cols));
+    });
+    return true;
+  }
+  return false;
+}
+
 template <class T, bool LOG>
 void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols, int64_t causal_t = 0,
                         int64_t causal_offset = 0) {
@@ -990,7 +1060,9 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
 // else a block per row; y and dy read twice), 2 / 3 (cluster) of 4 / 8 blocks per row (Hopper,
 // 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols), 4-6 the cached
 // warp rows in other blocks (16-byte rows up to kWarpMaxCols), 7-9 the cached block per row in
-// small blocks (16-byte rows that fit). False when the variant cannot take the shape.
+// small blocks (16-byte rows that fit), 10 / 11 (cluster, one exchange) of 4 / 8 blocks per row
+// (Hopper, rows of exactly K x kRowThreads x 1, 2, 4 or 8 packs). False when the variant cannot
+// take the shape.
 template <class T, bool LOG>
 bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
   constexpr int N = Pack<T>::N;
@@ -1018,6 +1090,10 @@ bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const 
       }
       break;
     }
+    case 10:
+    case 11:  // (cluster, one exchange) of 4 / 8 blocks per row
+      if (!launch_bwd_cluster1<T, LOG>(c, variant == 10 ? 4 : 8, dx, y, dy, rows, cols)) return false;
+      break;
     case 7:
     case 8:
     case 9: {  // the register-cached block per row in blocks of at most 64 / 128 / 256 threads
@@ -1212,14 +1288,15 @@ extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows,
 // softmax_backward_variant): 0 production (what the ops' backward runs), 1 the uncached
 // warp / block per row, 2 and 3 (cluster) of 4 and 8 blocks per row, 4-6 the cached warp rows in
 // blocks of 64 / 128 / 256 threads (6: at least 3 blocks an SM), 7-9 the cached block per row of
-// at most 64 / 128 / 256 threads. Buffers borrowed, the work
+// at most 64 / 128 / 256 threads, 10 / 11 (cluster, one exchange) of 4 / 8 blocks per row.
+// Buffers borrowed, the work
 // queued on the library's stream; the statuses of mt_study_softmax.
 extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
                                                 int32_t dtype, int32_t log, int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_softmax_backward", [&] {
-    check_variant(variant, 9);
+    check_variant(variant, 11);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(log == 0 || log == 1, INVALID_ARGUMENT, "log %d is not 0 or 1", (int)log);
     MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,
