@@ -106,6 +106,18 @@ CE_SHAPES = [(65536, 1024), (8192, 32768)]
 
 from harness import positive_int  # noqa: E402
 
+
+def row_shapes(text):
+    """--shapes: ROWSxCOLS,... as a list of (rows, cols), each a positive integer."""
+    try:
+        shapes = [tuple(int(v) for v in part.split("x")) for part in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
+        raise argparse.ArgumentTypeError("%r is not a list of ROWSxCOLS shapes of positive integers" % text)
+    return shapes
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--ops", default="relu,gelu,gelu_bwd,sum,softmax,log_softmax,softmax_bwd,log_softmax_bwd,"
@@ -114,7 +126,8 @@ def parse_args(argv):
     ap.add_argument("--reps", type=positive_int, default=30)
     ap.add_argument("--bufs", type=positive_int, default=3)
     ap.add_argument("--quick", action="store_true", help="only the largest shape of each op")
-    ap.add_argument("--shapes", default="", help="row shapes ROWSxCOLS,... for the row ops instead of theirs")
+    ap.add_argument("--shapes", type=row_shapes, default=None,
+                    help="row shapes ROWSxCOLS,... for the row ops instead of theirs")
     ap.add_argument("--no-affine", action="store_true", help="layer_norm without gamma and beta")
     ap.add_argument("--write", metavar="FILE", default=None, help="write the table as markdown to FILE")
     return ap.parse_args(argv)
@@ -226,7 +239,7 @@ def main(argv):
         if args.quick:
             shapes = shapes[:1] if flat else [shapes[0], shapes[-1]]
         if args.shapes and not flat:
-            shapes = [tuple(int(v) for v in part.split("x")) for part in args.shapes.split(",")]
+            shapes = args.shapes
         for shape in shapes:
             numel = shape[0] if flat else shape[0] * shape[1]
             nbytes = numel * elem * {"sum": 1, "gelu_bwd": 3, "cross_entropy": 3, "softmax_bwd": 3,

@@ -1,7 +1,7 @@
 """The `make bench` table's arithmetic (scripts/bench/harness.py): the ratio, the throughput and
 the % column, against the copy bandwidth for bytes-moved rows and against a row's own ceiling
 (cuBLAS) for the GEMM rows. Values are drawn at random and the expected cells computed here
-by hand from the same definitions."""
+by hand from the same definitions. And bw_study.py's --shapes argument."""
 import os
 import random
 import sys
@@ -44,6 +44,27 @@ class BenchTable(unittest.TestCase):
         nbytes = harness.Row("add", "s", 1.0, 2.0, work_bytes=1 << 28)
         self.assertEqual(cells(harness.format_table([flops], 3000.0)[2])[6], "—")
         self.assertEqual(cells(harness.format_table([nbytes], None)[2])[6], "—")
+
+
+class StudyShapes(unittest.TestCase):
+    """bw_study.py's --shapes: random ROWSxCOLS lists parse to their pairs; malformed ones are
+    refused by argparse (exit status 2) before any GPU work."""
+
+    def test_shapes(self):
+        import contextlib
+        import io
+        import bw_study
+        rng = random.Random(os.urandom(8))
+        want = [(rng.randint(1, 1 << 20), rng.randint(1, 1 << 16)) for _ in range(rng.randint(1, 5))]
+        text = ",".join("%dx%d" % sh for sh in want)
+        self.assertEqual(bw_study.parse_args(["--shapes", text]).shapes, want)
+        self.assertIsNone(bw_study.parse_args([]).shapes)
+        for bad in ("abc", "8x", "0x4", "8x-4", "8x4x2", "", "8x4,", "8*4"):
+            with self.subTest(shapes=bad), contextlib.redirect_stderr(io.StringIO()) as err:
+                with self.assertRaises(SystemExit) as cm:
+                    bw_study.parse_args(["--shapes", bad])
+                self.assertEqual(cm.exception.code, 2)
+                self.assertIn("--shapes", err.getvalue())
 
 
 if __name__ == "__main__":
