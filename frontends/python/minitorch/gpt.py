@@ -9,6 +9,13 @@ or on torch itself (what the parity test and the benchmark compare):
     model = GPT(gpt.GPTConfig(vocab=65, **gpt.PRESETS["small"]))
     logits, loss = model(idx, targets)      # idx [B, T] int64, targets [B, T] int64
 
+With compute_dtype (GPT(cfg, device, compute_dtype=lib.bfloat16)) the Linear layers run in that
+dtype as torch.autocast runs them: their inputs, weights and biases cast to it (the casts are
+recorded, so the float32 parameters get their gradients), their outputs left in it, and the
+attention on those outputs in it too; LayerNorm, the residual stream and the parameters stay
+float32, and the loss reads the compute-dtype logits. Over torch, leave compute_dtype None and
+run the model under torch.autocast(device_type, dtype) instead: the same arithmetic.
+
 Pre-LN blocks (x + attn(ln_1(x)); x + mlp(ln_2(x)), a 4x GELU MLP with the tanh approximation),
 token and learned position embeddings, a final LayerNorm and a bias-free vocabulary head
 (tied to wte when tie=True); causal multi-head attention through one fused c_attn Linear, whose
@@ -64,10 +71,17 @@ def _define(lib):
             mask = lib.ones(T, T, dtype=lib.bool, device=q.device).triu(1)
             return s.masked_fill(mask, float("-inf")).softmax(-1) @ v
 
+    def lin(x, m, amp):
+        """m(x) for the Linear m; with amp (a dtype) x, the weight and the bias cast to it first."""
+        if amp is None:
+            return m(x)
+        return F.linear(x.to(amp), m.weight.to(amp), None if m.bias is None else m.bias.to(amp))
+
     class CausalSelfAttention(nn.Module):
-        def __init__(self, cfg, device, dtype):
+        def __init__(self, cfg, device, dtype, amp=None):
             super().__init__()
             self.n_head = cfg.n_head
+            self.amp = amp
             self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model, device=device, dtype=dtype)
             self.c_proj = nn.Linear(cfg.d_model, cfg.d_model, device=device, dtype=dtype)
 
@@ -75,19 +89,21 @@ def _define(lib):
             B, T, D = x.shape
             H = self.n_head
             if self_attention is not None:                # minitorch: the heads read in place
-                return self.c_proj(self_attention(self.c_attn(x), H, is_causal=True))
-            qkv = self.c_attn(x).reshape(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)   # [3, B, H, T, Dh]
-            y = sdpa(qkv[0], qkv[1], qkv[2], is_causal=True)                           # [B, H, T, Dh]
-            return self.c_proj(y.permute(0, 2, 1, 3).reshape(B, T, D))
+                return lin(self_attention(lin(x, self.c_attn, self.amp), H, is_causal=True), self.c_proj, self.amp)
+            qkv = lin(x, self.c_attn, self.amp).reshape(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)  # [3, B, H, T, Dh]
+            y = sdpa(qkv[0], qkv[1], qkv[2], is_causal=True)                                      # [B, H, T, Dh]
+            return lin(y.permute(0, 2, 1, 3).reshape(B, T, D), self.c_proj, self.amp)
 
     # The fused ops where the library has them (minitorch: F.bias_act, F.add_layer_norm), their
     # compositions otherwise (torch): the same functions up to float rounding.
     if hasattr(F, "bias_act"):
-        def linear_gelu(x, fc):                      # gelu(fc(x)): the GEMM, then bias + GELU in one pass
-            return F.bias_act(F.linear(x, fc.weight), fc.bias, "gelu")
+        def linear_gelu(x, fc, amp=None):            # gelu(fc(x)): the GEMM, then bias + GELU in one pass
+            if amp is None:
+                return F.bias_act(F.linear(x, fc.weight), fc.bias, "gelu")
+            return F.bias_act(F.linear(x.to(amp), fc.weight.to(amp)), fc.bias.to(amp), "gelu")
     else:
-        def linear_gelu(x, fc):
-            return F.gelu(fc(x), approximate="tanh")
+        def linear_gelu(x, fc, amp=None):
+            return F.gelu(lin(x, fc, amp), approximate="tanh")
     if hasattr(F, "add_layer_norm"):
         def add_norm(x, r, ln):                      # (x + r, ln(x + r)) from one pass over x and r
             return F.add_layer_norm(x, r, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
@@ -97,21 +113,22 @@ def _define(lib):
             return s, ln(s)
 
     class MLP(nn.Module):
-        def __init__(self, cfg, device, dtype):
+        def __init__(self, cfg, device, dtype, amp=None):
             super().__init__()
+            self.amp = amp
             self.c_fc = nn.Linear(cfg.d_model, 4 * cfg.d_model, device=device, dtype=dtype)
             self.c_proj = nn.Linear(4 * cfg.d_model, cfg.d_model, device=device, dtype=dtype)
 
         def forward(self, x):
-            return self.c_proj(linear_gelu(x, self.c_fc))
+            return lin(linear_gelu(x, self.c_fc, self.amp), self.c_proj, self.amp)
 
     class Block(nn.Module):
-        def __init__(self, cfg, device, dtype):
+        def __init__(self, cfg, device, dtype, amp=None):
             super().__init__()
             self.ln_1 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, device=device, dtype=dtype)
-            self.attn = CausalSelfAttention(cfg, device, dtype)
+            self.attn = CausalSelfAttention(cfg, device, dtype, amp)
             self.ln_2 = nn.LayerNorm(cfg.d_model, eps=LN_EPS, device=device, dtype=dtype)
-            self.mlp = MLP(cfg, device, dtype)
+            self.mlp = MLP(cfg, device, dtype, amp)
 
         def forward(self, x):
             return self.step(x, self.ln_1(x), None)[0]
@@ -120,20 +137,23 @@ def _define(lib):
             """(out, next_ln(out)) for out = the block's output, given h = ln_1(x): each residual
             add is fused with the LayerNorm that reads its sum (ln_2 here; the next block's ln_1
             or ln_f through next_ln; None: out alone, with None)."""
-            x, h2 = add_norm(x, self.attn(h), self.ln_2)
+            x, h2 = add_norm(x, self.attn(h), self.ln_2)      # a compute-dtype branch promotes to x's dtype
             m = self.mlp(h2)
             return (x + m, None) if next_ln is None else add_norm(x, m, next_ln)
 
     class GPT(nn.Module):
-        """GPT(cfg, device=None, dtype=None): forward(idx [B, T], targets [B, T] or None) ->
-        (logits [B, T, V], mean cross-entropy or None). Initialised as GPT-2 (init_weights)."""
+        """GPT(cfg, device=None, dtype=None, compute_dtype=None): forward(idx [B, T], targets [B, T]
+        or None) -> (logits [B, T, V], mean cross-entropy or None). Initialised as GPT-2
+        (init_weights). compute_dtype: the dtype the Linear layers and the attention run in (the
+        module docstring); None runs everything in the parameters' dtype."""
 
-        def __init__(self, cfg, device=None, dtype=None):
+        def __init__(self, cfg, device=None, dtype=None, compute_dtype=None):
             super().__init__()
             self.cfg = cfg
+            self.compute_dtype = compute_dtype
             self.wte = nn.Embedding(cfg.vocab, cfg.d_model, device=device, dtype=dtype)
             self.wpe = nn.Embedding(cfg.context, cfg.d_model, device=device, dtype=dtype)
-            self.h = nn.ModuleList([Block(cfg, device, dtype) for _ in range(cfg.n_layer)])
+            self.h = nn.ModuleList([Block(cfg, device, dtype, compute_dtype) for _ in range(cfg.n_layer)])
             self.ln_f = nn.LayerNorm(cfg.d_model, eps=LN_EPS, device=device, dtype=dtype)
             self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False, device=device, dtype=dtype)
             if cfg.tie:
@@ -161,7 +181,7 @@ def _define(lib):
             h = self.h[0].ln_1(x) if len(self.h) else self.ln_f(x)
             for i, block in enumerate(self.h):   # h: the LayerNorm of x that comes next
                 x, h = block.step(x, h, self.h[i + 1].ln_1 if i + 1 < len(self.h) else self.ln_f)
-            logits = self.lm_head(h)
+            logits = lin(h, self.lm_head, self.compute_dtype)
             if targets is None:
                 return logits, None
             return logits, F.cross_entropy(logits.reshape(B * T, self.cfg.vocab), targets.reshape(B * T))
