@@ -22,44 +22,16 @@ import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-sys.path.insert(0, os.path.join(ROOT, "frontends", "python"))
-import abi_util as U  # noqa: E402
-import minitorch as mt  # noqa: E402
-from minitorch import gpt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# test_gpt_parity puts tests/python and frontends/python on the path, imports torch when it can,
+# and turns TF32 off in it
+from test_gpt_parity import SELF_TEST, U, from_torch, gpt, mt, rel_err, to_torch, torch  # noqa: E402
 
-try:
-    import torch
-    HAVE_TORCH = bool(torch.cuda.is_available())
-except ImportError:
-    torch = None
-    HAVE_TORCH = False
-if HAVE_TORCH:
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+HAVE_TORCH = torch is not None and not SELF_TEST and bool(torch.cuda.is_available())
 
 CFG = gpt.GPTConfig(vocab=65, context=64, n_layer=2, n_head=2, d_model=128)
 B, STEPS, LR, WD = 4, 10, 1e-3, 0.1
 TOL_OUT, TOL_GRAD, TOL_STEPS, TOL_F32 = 2e-2, 5e-2, 3e-2, 1e-4
-
-
-def rel_err(got, want):
-    got, want = got.double().reshape(-1), want.double().reshape(-1)
-    n = want.norm().item()
-    d = (got - want).norm().item()
-    return d / n if n else d
-
-
-def to_torch(t):
-    """A minitorch tensor as a float64 CPU torch tensor (through a Python list)."""
-    return torch.tensor(t.double().to("cpu").tolist(), dtype=torch.float64)
-
-
-def from_torch(t):
-    dtype = mt.int64 if t.dtype == torch.int64 else mt.float32
-    return mt.tensor(t.detach().cpu().reshape(-1).tolist(), dtype=dtype).reshape(tuple(t.shape))
 
 
 def torch_run(state, idx, tgt, amp):

@@ -68,8 +68,8 @@ def rel_err(got, want):
 
 
 def to_torch(t):
-    """A minitorch tensor as a float64 CPU torch tensor (through a Python list)."""
-    return torch.tensor(t.to("cpu").tolist(), dtype=torch.float64)
+    """A minitorch tensor (any float dtype) as a float64 CPU torch tensor (through a Python list)."""
+    return torch.tensor(t.double().to("cpu").tolist(), dtype=torch.float64)
 
 
 def from_torch(t):
