@@ -25,12 +25,12 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # test_gpt_parity puts tests/python and frontends/python on the path, imports torch when it can,
 # and turns TF32 off in it
-from test_gpt_parity import SELF_TEST, U, from_torch, gpt, mt, rel_err, to_torch, torch  # noqa: E402
+from test_gpt_parity import LR, SELF_TEST, STEPS, WD, U, from_torch, gpt, mt, mt_twin_run, rel_err, torch  # noqa: E402
 
 HAVE_TORCH = torch is not None and not SELF_TEST and bool(torch.cuda.is_available())
 
 CFG = gpt.GPTConfig(vocab=65, context=64, n_layer=2, n_head=2, d_model=128)
-B, STEPS, LR, WD = 4, 10, 1e-3, 0.1
+B = 4
 TOL_OUT, TOL_GRAD, TOL_STEPS, TOL_F32 = 2e-2, 5e-2, 3e-2, 1e-4
 
 
@@ -59,23 +59,13 @@ def torch_run(state, idx, tgt, amp):
 
 
 def mt_run(state, idx, tgt, amp):
-    """The same with minitorch's twin, compute_dtype bfloat16 when amp."""
+    """The same with minitorch's twin (compute_dtype bfloat16 when amp), and (the logits' dtype,
+    the set of the parameters' gradient dtypes)."""
     model = gpt.make_gpt(mt)(CFG, device="cuda", compute_dtype=mt.bfloat16 if amp else None)
-    model.load_state_dict({n: from_torch(t).to("cuda") for n, t in state.items()})
-    logits, loss = model(idx, tgt)
-    loss.backward()
-    grads = {n: to_torch(p.grad) for n, p in model.named_parameters()}
-    dtypes = (logits.dtype, {p.grad.dtype for p in model.parameters()})
-    out = (to_torch(logits), to_torch(loss))
-    opt = gpt.configure_optimizer(mt, model, lr=LR, weight_decay=WD)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        _, l = model(idx, tgt)
-        l.backward()
-        opt.step()
-        losses.append(l.item())
-    return out[0], out[1], grads, losses, dtypes
+    with mt.no_grad():
+        logits_dtype = model(idx)[0].dtype
+    got = mt_twin_run(model, state, idx, tgt)
+    return got + ((logits_dtype, {p.grad.dtype for p in model.parameters()}),)
 
 
 @unittest.skipUnless(U.HAVE_CUDA, "no usable GPU (mt_cuda_device_count() == 0)")

@@ -95,6 +95,29 @@ def torch_run(model, idx, tgt):
     return out[0], out[1], grads, losses
 
 
+def mt_twin_run(model, state, idx, tgt, clip=None, steps=STEPS):
+    """(logits, loss, {name: grad}, [steps losses]) of minitorch's twin `model` loaded from the
+    torch state dict `state` on idx, tgt: the first step's outputs and gradients as float64 torch
+    tensors, then the losses of `steps` AdamW steps (gradients clipped to `clip` when given)."""
+    dev = model.wte.weight.device
+    model.load_state_dict({n: from_torch(t).to(dev) for n, t in state.items()})
+    logits, loss = model(idx, tgt)
+    loss.backward()
+    grads = {n: to_torch(p.grad) for n, p in model.named_parameters()}
+    out = (to_torch(logits), to_torch(loss))
+    opt = gpt.configure_optimizer(mt, model, lr=LR, weight_decay=WD)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        _, l = model(idx, tgt)
+        l.backward()
+        if clip is not None:
+            mt.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        losses.append(l.item())
+    return out[0], out[1], grads, losses
+
+
 @unittest.skipUnless(RUN, "no usable GPU (mt_cuda_device_count() == 0); MT_PARITY_DEVICE=cpu checks the harness")
 @unittest.skipUnless(HAVE_TORCH, "PyTorch with CUDA is not importable")
 class GPTParity(unittest.TestCase):
@@ -148,22 +171,8 @@ class GPTParity(unittest.TestCase):
 
     def test_python_twin(self):
         model = gpt.make_gpt(mt)(CFG, device=MT_DEV)
-        model.load_state_dict({n: from_torch(t).to(MT_DEV) for n, t in self.state.items()})
         idx, tgt = from_torch(self.idx).to(MT_DEV), from_torch(self.tgt).to(MT_DEV)
-        logits, loss = model(idx, tgt)
-        loss.backward()
-        grads = {n: to_torch(p.grad) for n, p in model.named_parameters()}
-        out = (to_torch(logits), to_torch(loss))
-        opt = gpt.configure_optimizer(mt, model, lr=LR, weight_decay=WD)
-        losses = []
-        for _ in range(STEPS):
-            opt.zero_grad()
-            _, l = model(idx, tgt)
-            l.backward()
-            mt.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-            opt.step()
-            losses.append(l.item())
-        self.compare("minitorch.gpt", out[0], out[1], grads, losses)
+        self.compare("minitorch.gpt", *mt_twin_run(model, self.state, idx, tgt, CLIP))
 
 
 if __name__ == "__main__":
