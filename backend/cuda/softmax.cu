@@ -95,9 +95,10 @@ constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or 
 // spill (the backward holds two arrays). 1024 threads x 8 float4 packs = 32768 floats.
 constexpr int64_t kFwdCachedMaxCols = 32768;
 constexpr int64_t kBwdCachedMaxCols = 16384;
-// The backward's warp rows take up to 2 packs a lane, in blocks of kBwdWarpBlockThreads; wider
-// rows up to kWarpMaxCols get a block of at most kBwdRowBlockThreads threads.
-constexpr int kBwdWarpMaxPL = 4;
+// The backward's warp rows take up to 2 packs a lane, in blocks of kBwdWarpBlockThreads; rows of
+// kBwdBlockRowsFromPL packs a lane or more (up to kWarpMaxCols) get a block of at most
+// kBwdRowBlockThreads threads.
+constexpr int kBwdBlockRowsFromPL = 4;
 constexpr int kBwdWarpBlockThreads = 64;
 constexpr int kBwdRowBlockThreads = 256;
 
@@ -1016,7 +1017,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
     constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
     int G = 0;
     if (vec && cols <= kWarpMaxCols) warp_shape(packs, G, PL);
-    if (vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdWarpMaxPL &&
+    if (vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdBlockRowsFromPL &&
         block_shape(packs, kMaxPL, PL, threads, kBwdRowBlockThreads)) {
       // rows of more than 2 packs a lane: a block per row of up to 256 threads, one pack each,
       // keeps every warp slot busy; the warp rows' two arrays of 8 packs a lane held 16 warps an SM
@@ -1090,10 +1091,6 @@ bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const 
       }
       break;
     }
-    case 10:
-    case 11:  // (cluster, one exchange) of 4 / 8 blocks per row
-      if (!launch_bwd_cluster1<T, LOG>(c, variant == 10 ? 4 : 8, dx, y, dy, rows, cols)) return false;
-      break;
     case 7:
     case 8:
     case 9: {  // the register-cached block per row in blocks of at most 64 / 128 / 256 threads
@@ -1111,6 +1108,10 @@ bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const 
       }
       break;
     }
+    case 10:
+    case 11:  // (cluster, one exchange) of 4 / 8 blocks per row
+      if (!launch_bwd_cluster1<T, LOG>(c, variant == 10 ? 4 : 8, dx, y, dy, rows, cols)) return false;
+      break;
     case 0:
       softmax_backward_t<T, LOG>(c, dx, y, dy, rows, cols);
       return true;
