@@ -1013,11 +1013,19 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
   const int64_t packs = cols / N;
   int PL = 0, threads = 0;
   bool done = false;
+  // From the widest register-cached rows up on Hopper, rows that fit it exactly: the cluster of 4
+  // (else 8) blocks per row with one exchange, reading y and dy once (101-106% of copy bandwidth
+  // against 61-79% for the cached block or the rows kernel at 16384-65536 columns;
+  // docs/benchmarks.md)
+  if (causal_t == 0 && cols >= kBwdCachedMaxCols &&
+      (launch_bwd_cluster1<T, LOG>(c, 4, dx, y, dy, rows, cols) ||
+       launch_bwd_cluster1<T, LOG>(c, 8, dx, y, dy, rows, cols)))
+    done = true;
   if constexpr (kVecType<T>) {
     constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
     int G = 0;
-    if (vec && cols <= kWarpMaxCols) warp_shape(packs, G, PL);
-    if (vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdBlockRowsFromPL &&
+    if (!done && vec && cols <= kWarpMaxCols) warp_shape(packs, G, PL);
+    if (!done && vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdBlockRowsFromPL &&
         block_shape(packs, kMaxPL, PL, threads, kBwdRowBlockThreads)) {
       // rows of more than 2 packs a lane: a block per row of up to 256 threads, one pack each,
       // keeps every warp slot busy; the warp rows' two arrays of 8 packs a lane held 16 warps an SM
@@ -1027,7 +1035,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
             <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
       });
       done = true;
-    } else if (vec && cols <= kWarpMaxCols) {
+    } else if (!done && vec && cols <= kWarpMaxCols) {
       // blocks of 64 threads outside causal rows: 0-10% faster than 256 at 64-256 columns
       const int threads_w = causal_t == 0 ? kBwdWarpBlockThreads : kRowThreads;
       const int64_t per_block = threads_w / G;
@@ -1037,7 +1045,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
                                                                                     causal_t, causal_offset);
       });
       done = true;
-    } else if (vec && block_shape(packs, kMaxPL, PL, threads)) {
+    } else if (!done && vec && block_shape(packs, kMaxPL, PL, threads)) {
       dispatch_pl<kMaxPL>(PL, [&](auto pl) {
         softmax_bwd_vec_block_kernel<T, LOG, decltype(pl)::value>
             <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
@@ -1045,9 +1053,9 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
       done = true;
     }
   }
-  // softmax above the register-cached widths on Hopper: clusters of 4 (else 8) blocks per row
-  // read y and dy once where the rows kernel reads them twice. log_softmax's first pass reads only
-  // dy, and there the cluster lost (docs/benchmarks.md).
+  // softmax rows above the register-cached widths that the one-exchange cluster cannot take: the
+  // two-exchange cluster of 4 (else 8) blocks per row reads y and dy once where the rows kernel
+  // reads them twice. log_softmax's first pass reads only dy, and there it lost (docs/benchmarks.md).
   if (!LOG && !done && causal_t == 0 && cols > kBwdCachedMaxCols &&
       (launch_bwd_cluster<T, LOG>(c, 4, dx, y, dy, rows, cols) ||
        launch_bwd_cluster<T, LOG>(c, 8, dx, y, dy, rows, cols)))

@@ -82,6 +82,11 @@ class GPTAmp(unittest.TestCase):
         cls.t_idx, cls.t_tgt = idx.cuda(), tgt.cuda()
         cls.m_idx, cls.m_tgt = from_torch(idx).to("cuda"), from_torch(tgt).to("cuda")
 
+    @classmethod
+    def tearDownClass(cls):
+        # the suites after this one count live tensors from zero
+        del cls.m_idx, cls.m_tgt
+
     def compare(self, what, got, ref, tol_out, tol_grad, tol_steps):
         logits, loss, grads, losses = got
         ref_logits, ref_loss, ref_grads, ref_losses = ref
