@@ -60,10 +60,13 @@
 // to 16384 columns (two arrays): rows of up to 2 packs a lane a warp (or less) each in 64-thread
 // blocks, wider rows a block each of one pack a thread (up to 256 threads, then more packs); the
 // warp rows of 8 packs a lane held 16 warps an SM and reached 78% of copy bandwidth at 65536 x
-// 1024 f32, the block rows 105% (H200). Wider rows: softmax splits a row over a cluster of 4 or 8
-// blocks reading y and dy once (Hopper); log_softmax, whose first pass reads only dy, and other
-// GPUs take a warp or block per row reading them twice (the second read mostly from L2). Study
-// variants of mt_study_softmax_backward (scripts/bench/bw_study.py --ops softmax_bwd).
+// 1024 f32, the block rows 105% (H200). On Hopper, from 16384 columns, rows of exactly 4 (else 8)
+// blocks x 256 threads x 1, 2, 4 or 8 packs take (cluster, one exchange) of the backward: y and dy
+// read once, one cluster barrier a row (101-106% of copy bandwidth at 16384-65536 f32 columns
+// against 61-79% for the block rows and (cluster), H200). Other rows above 16384 columns: softmax
+// splits a row over (cluster) of 4 or 8 blocks; log_softmax, whose first pass reads only dy, and
+// other GPUs take a warp or block per row reading them twice (the second read mostly from L2).
+// Study variants of mt_study_softmax_backward (scripts/bench/bw_study.py --ops softmax_bwd).
 //
 // causal_softmax (the composed attention's mask and softmax): a warp per row reading only the
 // visible columns; rows of up to 32 x 8 packs held in registers (cached), wider or unaligned
@@ -772,9 +775,10 @@ __global__ void __launch_bounds__(kRowThreads) softmax_bwd_cluster_kernel(T *dx,
   cl.sync();  // no block leaves while another may still read its slot
 }
 
-// (cluster, one exchange) backward, sm_90 (study variants 10 and 11 of
-// mt_study_softmax_backward): the cluster backward for rows of exactly K blocks x kRowThreads x
-// PL packs (one base address and constant offsets, as the forward's (cluster, one exchange)).
+// (cluster, one exchange) backward, sm_90 (production from 16384 columns where a row fits it;
+// study variants 10 and 11 of mt_study_softmax_backward): the cluster backward for rows of
+// exactly K blocks x kRowThreads x PL packs (one base address and constant offsets, as the
+// forward's (cluster, one exchange)).
 // Each block reduces its slice's sum of dy * y (or of dy), pushes it into `parts` of every block of
 // the cluster, and after the one cluster barrier adds the K parts from its own shared memory in
 // rank order: all blocks agree bit for bit, and none reads another's memory after the barrier,
