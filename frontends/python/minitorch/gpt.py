@@ -189,12 +189,13 @@ def _define(lib):
     return GPT
 
 
-def configure_optimizer(lib, model, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99), eps=1e-8):
-    """char_gpt.c's AdamW: weight decay on the matrices (ndim >= 2) only, in two groups."""
+def configure_optimizer(lib, model, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99), eps=1e-8, **options):
+    """char_gpt.c's AdamW: weight decay on the matrices (ndim >= 2) only, in two groups. options
+    go to lib.optim.AdamW as they are (torch: fused=True)."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     return lib.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                            {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas, eps=eps)
+                            {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas, eps=eps, **options)
 
 
 # ---------------------------------------------------------------- data, as char_gpt.c
