@@ -232,6 +232,11 @@ class GPTTwin(TestCase):
         self.assertTrue(all(q.ndim == 2 for q in decay["params"]))
         self.assertTrue(all(q.ndim == 1 for q in no_decay["params"]))
         self.assertEqual(len(decay["params"]) + len(no_decay["params"]), len(p))
+        # further options reach the library's AdamW as they are (torch's fused=True in make bench)
+        with self.assertRaisesRegex(NotImplementedError, "amsgrad"):
+            gpt.configure_optimizer(mt, model, amsgrad=True)
+        with self.assertRaises(TypeError):
+            gpt.configure_optimizer(mt, model, no_such_option=1)
 
     def test_adamw_steps_lower_the_loss(self):
         cfg = gpt.GPTConfig(vocab=11, **gpt.PRESETS["tiny"])
