@@ -737,11 +737,11 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_bwd_rows_kernel(T *dx, 
   }
 }
 
-// (cluster) backward, sm_90 (production for softmax above 16384 columns; study variants 2 and 3
-// of mt_study_softmax_backward): K blocks per row as the forward's (cluster), block `rank` holding
-// its slice of y and dy in registers (PL packs of each per thread), the row's sum of dy * y
-// (softmax) or of dy (log_softmax) reduced over the cluster through distributed shared memory.
-// y and dy are read from DRAM once, where softmax_bwd_rows_kernel reads them twice. Grid:
+// (cluster) backward, sm_90 (production for softmax rows above 16384 columns that (cluster, one
+// exchange) cannot take; study variants 2 and 3 of mt_study_softmax_backward): K blocks per row
+// as the forward's (cluster), block `rank` holding its slice of y and dy in registers (PL packs
+// of each per thread), the row's sum of dy * y (softmax) or of dy (log_softmax) reduced over the
+// cluster through distributed shared memory. y and dy are read from DRAM once, where softmax_bwd_rows_kernel reads them twice. Grid:
 // rows * K blocks, one row per cluster.
 template <class T, bool LOG, int PL>
 __global__ void __launch_bounds__(kRowThreads) softmax_bwd_cluster_kernel(T *dx, const T *y, const T *dy,
@@ -1023,13 +1023,15 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
   // docs/benchmarks.md)
   if (causal_t == 0 && cols >= kBwdCachedMaxCols &&
       (launch_bwd_cluster1<T, LOG>(c, 4, dx, y, dy, rows, cols) ||
-       launch_bwd_cluster1<T, LOG>(c, 8, dx, y, dy, rows, cols)))
-    done = true;
+       launch_bwd_cluster1<T, LOG>(c, 8, dx, y, dy, rows, cols))) {
+    MT_CUDA_CHECK_LAUNCH(LOG ? "log_softmax backward" : "softmax backward");
+    return;
+  }
   if constexpr (kVecType<T>) {
     constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
     int G = 0;
-    if (!done && vec && cols <= kWarpMaxCols) warp_shape(packs, G, PL);
-    if (!done && vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdBlockRowsFromPL &&
+    if (vec && cols <= kWarpMaxCols) warp_shape(packs, G, PL);
+    if (vec && cols <= kWarpMaxCols && causal_t == 0 && PL >= kBwdBlockRowsFromPL &&
         block_shape(packs, kMaxPL, PL, threads, kBwdRowBlockThreads)) {
       // rows of more than 2 packs a lane: a block per row of up to 256 threads, one pack each,
       // keeps every warp slot busy; the warp rows' two arrays of 8 packs a lane held 16 warps an SM
@@ -1039,7 +1041,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
             <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
       });
       done = true;
-    } else if (!done && vec && cols <= kWarpMaxCols) {
+    } else if (vec && cols <= kWarpMaxCols) {
       // blocks of 64 threads outside causal rows: 0-10% faster than 256 at 64-256 columns
       const int threads_w = causal_t == 0 ? kBwdWarpBlockThreads : kRowThreads;
       const int64_t per_block = threads_w / G;
@@ -1049,7 +1051,7 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
                                                                                     causal_t, causal_offset);
       });
       done = true;
-    } else if (!done && vec && block_shape(packs, kMaxPL, PL, threads)) {
+    } else if (vec && block_shape(packs, kMaxPL, PL, threads)) {
       dispatch_pl<kMaxPL>(PL, [&](auto pl) {
         softmax_bwd_vec_block_kernel<T, LOG, decltype(pl)::value>
             <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
