@@ -39,11 +39,14 @@
 // char-GPT training step was slower with it than with the column sums of sum_reduce
 // (docs/benchmarks.md).
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
+#include "minitorch.h"  // MT_API (the study hook)
 #include "backend/cuda/context.h"
 #include "backend/cuda/gemm_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -239,6 +242,144 @@ bool launch_lt_bias(Context &c, const MatmulArgs &g, cudaDataType_t type, cublas
   return true;
 }
 
+// One product through cuBLAS, C = alpha op(A) op(B) + beta C with the given leading dimensions
+// (column-major arguments: see the top of the file).
+void cublas_gemm(Context &c, const MatmulArgs &g, cudaDataType_t type, cublasComputeType_t compute,
+                 const void *alpha, const void *beta, const void *a, int64_t ld_a, const void *b, int64_t ld_b,
+                 void *cc, int64_t ld_c) {
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (fits_int(g.m) && fits_int(g.n) && fits_int(g.k) && fits_int(g.batch) && fits_int(ld_a) && fits_int(ld_b) &&
+      fits_int(ld_c)) {
+    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        c.cublas, op_b, op_a, (int)g.n, (int)g.m, (int)g.k, alpha, b, type, (int)ld_b, g.stride_b, a,
+        type, (int)ld_a, g.stride_a, beta, cc, type, (int)ld_c, g.stride_c, (int)g.batch, compute,
+        CUBLAS_GEMM_DEFAULT));
+  } else {
+    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
+        c.cublas, op_b, op_a, g.n, g.m, g.k, alpha, b, type, ld_b, g.stride_b, a, type, ld_a,
+        g.stride_a, beta, cc, type, ld_c, g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+// ---- 16-bit products with sizes that are not whole 16-byte groups ----
+//
+// cuBLAS runs a float16/bfloat16 product on its Hopper kernels (nvjet) only where the stored
+// matrices' rows are whole 16-byte groups (8 elements) and start on 16 bytes; otherwise it falls
+// back to sm75/sm80-era kernels (cutlass_75_tensorop_bf16_s1688gemm_..._align1). Padding the
+// leading dimensions alone is not enough: with the logits' rows padded from 50257 to 50264
+// elements, cuBLAS still took align1 kernels for two of GPT-2's three head products, so the
+// problem itself is padded. GPT-2's tied head with its vocabulary of 50257 makes three such
+// products a step (the logits x W^T, dx = dlogits W, dW = dlogits^T x): on an H200 they took
+// 15.6 ms of a 38 ms step, and the same products at 50304 columns about a quarter of that
+// (docs/benchmarks.md).
+//
+// So a stored matrix whose row length (its inner size: k or m for A, n or k for B, n for C) is
+// not a multiple of 8, or whose address is not 16-byte aligned, is copied into a pool buffer of
+// the padded problem (m', n', k'), every padded size rounded up to 8 where it is some matrix's
+// inner size: zeros past the old sizes, so the padded terms of the k sum are 0 and
+// the padded rows and columns of C are discarded; C then comes back from its buffer (both copies:
+// repitch_kernel).
+// Only where the product is large (at least kPadMinMacs multiply-adds) and each copied matrix small
+// against it (its other size at least kPadMinOther: a copy moves 4 bytes an element of it, the
+// product does 2 * other flops an element). Batched products and float32 are left as they are,
+// and so is a C with beta != 0. MT_CUDA_NO_GEMM_PAD in the environment, or mt_study_gemm_pad(1),
+// turns it off.
+constexpr int64_t kPadMinMacs = 1ll << 30, kPadMinOther = 128;
+std::atomic<int> g_pad_variant{std::getenv("MT_CUDA_NO_GEMM_PAD") != nullptr ? 1 : 0};
+std::atomic<int64_t> g_pad_runs{0};  // products run through padded copies (mt_study_gemm_pad(2))
+
+int64_t round_up8(int64_t v) { return (v + 7) / 8 * 8; }
+
+// The padded problem: its sizes and which matrices go through copies.
+struct Padding {
+  int64_t m = 0, n = 0, k = 0;
+  bool a = false, b = false, c = false;
+  bool any() const { return a || b || c; }
+};
+
+Padding padding(const MatmulArgs &g) {
+  Padding pad;
+  const int variant = g_pad_variant.load(std::memory_order_relaxed);
+  if (variant == 1 || g.batch != 1 || (g.dtype != DType::F16 && g.dtype != DType::BF16)) return pad;
+  // Inner sizes: A's is m (trans_a) or k, B's k (trans_b) or n, C's n.
+  pad.m = g.trans_a ? round_up8(g.m) : g.m;
+  pad.n = round_up8(g.n);
+  pad.k = (!g.trans_a || g.trans_b) ? round_up8(g.k) : g.k;
+  pad.a = pad.m != g.m || pad.k != g.k || alignment(g.a) < 16;
+  pad.b = pad.n != g.n || pad.k != g.k || alignment(g.b) < 16;
+  pad.c = pad.m != g.m || pad.n != g.n || alignment(g.c) < 16;
+  if (!pad.any() || (pad.c && g.beta != 0.0)) return Padding{};
+  if (variant == 3) return pad;
+  const bool large = (double)g.m * (double)g.n * (double)g.k >= (double)kPadMinMacs;
+  if (!large || (pad.a && g.n < kPadMinOther) || (pad.b && g.m < kPadMinOther) || (pad.c && g.k < kPadMinOther))
+    return Padding{};
+  return pad;
+}
+
+// dst (drows, dcols, contiguous) = src (rows sld apart) where r < srows and j < scols, 0 elsewhere:
+// 16-bit elements as raw bits (0 is +0.0 for both types). Into the padded problem (sld = scols)
+// and back out of it (srows, scols, sld: the padded C). A block takes kPadPer x kThreads elements
+// of a row, its threads' accesses side by side (2-byte loads and stores, coalesced; the rows of
+// one side are not whole 16-byte groups, so wider accesses would not line up), kPadPer loads in
+// flight a thread. Blocks (x: spans of a row, y: rows).
+constexpr int kPadPer = 8;
+
+__global__ void __launch_bounds__(kThreads) repitch_kernel(uint16_t *dst, int64_t drows, int64_t dcols,
+                                                           const uint16_t *src, int64_t srows, int64_t scols,
+                                                           int64_t sld) {
+  const int64_t span = (int64_t)kThreads * kPadPer;
+  for (int64_t r = blockIdx.y; r < drows; r += gridDim.y) {
+    const int64_t reach = r < srows ? std::min(scols, dcols) : 0;  // src elements in this row
+    for (int64_t j0 = (int64_t)blockIdx.x * span; j0 < dcols; j0 += (int64_t)gridDim.x * span) {
+      uint16_t v[kPadPer];
+#pragma unroll
+      for (int e = 0; e < kPadPer; e++) {
+        const int64_t j = j0 + e * kThreads + threadIdx.x;
+        v[e] = j < reach ? src[r * sld + j] : (uint16_t)0;
+      }
+#pragma unroll
+      for (int e = 0; e < kPadPer; e++) {
+        const int64_t j = j0 + e * kThreads + threadIdx.x;
+        if (j < dcols) dst[r * dcols + j] = v[e];
+      }
+    }
+  }
+}
+
+void repitch(Context &c, void *dst, int64_t drows, int64_t dcols, const void *src, int64_t srows, int64_t scols,
+             int64_t sld) {
+  const int64_t span = (int64_t)kThreads * kPadPer;
+  const dim3 grid((unsigned)std::min<int64_t>((dcols + span - 1) / span, 1024),
+                  (unsigned)std::max<int64_t>(1, std::min<int64_t>(drows, 65535)));
+  repitch_kernel<<<grid, kThreads, 0, c.stream>>>(static_cast<uint16_t *>(dst), drows, dcols,
+                                                  static_cast<const uint16_t *>(src), srows, scols, sld);
+  MT_CUDA_CHECK_LAUNCH("matmul (padded copy)");
+}
+
+// The product through the padded problem (padding()); C's padded rows and columns are dropped.
+void launch_padded(Context &c, const MatmulArgs &g, const Padding &pad, cudaDataType_t type,
+                   cublasComputeType_t compute, const void *alpha, const void *beta) {
+  // Stored sizes (rows, cols) of A and B, before and after.
+  const int64_t ra = g.trans_a ? g.k : g.m, ca = g.trans_a ? g.m : g.k;
+  const int64_t pra = g.trans_a ? pad.k : pad.m, pca = g.trans_a ? pad.m : pad.k;
+  const int64_t rb = g.trans_b ? g.n : g.k, cb = g.trans_b ? g.k : g.n;
+  const int64_t prb = g.trans_b ? pad.n : pad.k, pcb = g.trans_b ? pad.k : pad.n;
+  const int64_t e = 2;
+  PoolBuffer ba(pad.a ? pra * pca * e : 0), bb(pad.b ? prb * pcb * e : 0), bc(pad.c ? pad.m * pad.n * e : 0);
+  if (pad.a) repitch(c, ba.as<void>(), pra, pca, g.a, ra, ca, ca);
+  if (pad.b) repitch(c, bb.as<void>(), prb, pcb, g.b, rb, cb, cb);
+  MatmulArgs p = g;
+  p.m = pad.m, p.n = pad.n, p.k = pad.k;
+  p.a = pad.a ? ba.as<void>() : g.a;
+  p.b = pad.b ? bb.as<void>() : g.b;
+  p.c = pad.c ? bc.as<void>() : g.c;
+  p.stride_c = p.m * p.n;
+  cublas_gemm(c, p, type, compute, alpha, beta, p.a, g.trans_a ? p.m : p.k, p.b, g.trans_b ? p.k : p.n, p.c, p.n);
+  if (pad.c) repitch(c, g.c, g.m, g.n, bc.as<void>(), pad.m, pad.n, pad.n);
+  g_pad_runs.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 bool launch_matmul(const MatmulArgs &g) {
@@ -291,8 +432,6 @@ bool launch_matmul(const MatmulArgs &g) {
 
   if (launch_gemm_f32(g)) return true;  // bias and a_sums in the kernel
 
-  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t ld_b = g.trans_b ? g.k : g.n;
   const int64_t ld_a = g.trans_a ? g.m : g.k;
   const int64_t ld_c = g.n;
@@ -305,18 +444,30 @@ bool launch_matmul(const MatmulArgs &g) {
   const void *alpha = g.dtype == DType::F64 ? (const void *)&alpha64 : (const void *)&alpha32;
   const void *beta = g.dtype == DType::F64 ? (const void *)&beta64 : (const void *)&beta32;
 
-  if (fits_int(g.m) && fits_int(g.n) && fits_int(g.k) && fits_int(g.batch)) {
-    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        c.cublas, op_b, op_a, (int)g.n, (int)g.m, (int)g.k, alpha, g.b, type, (int)ld_b, g.stride_b, g.a,
-        type, (int)ld_a, g.stride_a, beta, g.c, type, (int)ld_c, g.stride_c, (int)g.batch, compute,
-        CUBLAS_GEMM_DEFAULT));
-  } else {
-    MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
-        c.cublas, op_b, op_a, g.n, g.m, g.k, alpha, g.b, type, ld_b, g.stride_b, g.a, type, ld_a,
-        g.stride_a, beta, g.c, type, ld_c, g.stride_c, g.batch, compute, CUBLAS_GEMM_DEFAULT));
-  }
+  const Padding pad = padding(g);
+  if (pad.any()) launch_padded(c, g, pad, type, compute, alpha, beta);
+  else cublas_gemm(c, g, type, compute, alpha, beta, g.a, ld_a, g.b, ld_b, g.c, ld_c);
   return false;
 }
 
 }  // namespace cuda
 }  // namespace mt
+
+// ---- the study hook ---------------------------------------------------------------------------
+//
+// mt_study_gemm_pad: an internal hook for scripts/bench and tests/gpu/test_gemm_pad.py, NOT part of
+// the public API (no stability promise; exported only because they drive it through ctypes). It
+// picks how every later float16/bfloat16 product with rows that are not whole 16-byte groups runs,
+// until the next call:
+//   variant 0  production: through padded copies where padding() finds it pays
+//   variant 1  never padded (cuBLAS's own kernels for such rows)
+//   variant 3  padded whatever the size (for tests on small shapes)
+// and returns 0 (MT_OK); variant 2 changes nothing and returns how many products have run through
+// padded copies in this process. MT_ERR_INVALID_ARGUMENT for another variant. It leaves
+// mt_last_error() alone. MT_CUDA_NO_GEMM_PAD set in the environment starts the process on 1.
+extern "C" MT_API int64_t mt_study_gemm_pad(int64_t variant) {
+  if (variant == 2) return mt::cuda::g_pad_runs.load(std::memory_order_relaxed);
+  if (variant < 0 || variant > 3) return (int64_t)mt::Code::INVALID_ARGUMENT;
+  mt::cuda::g_pad_variant.store((int)variant, std::memory_order_relaxed);
+  return 0;
+}
