@@ -38,6 +38,10 @@
 // cuBLASLt's bias-gradient epilogue (BGRADB) ran as a kernel of its own after the product, and a
 // char-GPT training step was slower with it than with the column sums of sum_reduce
 // (docs/benchmarks.md).
+//
+// Large float16/bfloat16 products whose stored rows are not whole 16-byte groups run as the
+// problem padded to multiples of 8 (padding(), launch_padded()): cuBLAS's kernels for such rows
+// are sm75-era and several times slower than its Hopper ones.
 #include <algorithm>
 #include <atomic>
 #include <climits>
