@@ -15,7 +15,8 @@
 //                                       so both the reads and the writes are coalesced
 //   - anything else                  -> one thread per output element; the input offset
 //                                       comes from <= 8 FastDivmod steps
-// Kernels move elements as raw 1/2/4/8-byte words, so every dtype shares them.
+// Kernels move elements as raw 1/2/4/8-byte words, so every dtype shares them; contiguous runs
+// of several elements move as words of up to 16 bytes.
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
@@ -118,6 +119,7 @@ void dispatch_word(int64_t bytes, Fn &&fn) {
     case 2: fn(TypeTag<uint16_t>{}); return;
     case 4: fn(TypeTag<uint32_t>{}); return;
     case 8: fn(TypeTag<uint64_t>{}); return;
+    case 16: fn(TypeTag<uint4>{}); return;
   }
   MT_ASSERT(false && "element size");
 }
@@ -130,7 +132,7 @@ void launch_permute(void *out, const void *x, const int64_t *shape, const int64_
   MT_CHECK(ndim >= 0 && ndim <= kMaxDims, INVALID_ARGUMENT, "cuda permute: ndim %d outside [0, %d]", ndim,
            kMaxDims);
   MT_CHECK(ndim == 0 || (shape && perm), INVALID_ARGUMENT, "cuda permute: null shape or perm");
-  const int64_t esize = dtype_size(dtype);
+  int64_t esize = dtype_size(dtype);  // widened below where runs allow
   MT_CHECK(esize > 0, DTYPE, "cuda permute: invalid dtype %d", (int)dtype);
   int64_t numel = 1, in_stride[kMaxDims];
   bool seen[kMaxDims] = {};
@@ -162,6 +164,26 @@ void launch_permute(void *out, const void *x, const int64_t *shape, const int64_
       size[m] = sz;
       stride[m] = st;
       ++m;
+    }
+  }
+
+  // Rows of the innermost output dim that are contiguous in the input move as wider words (up to
+  // 16 bytes) where the run's length, every other stride and both buffers allow: a head split
+  // [B, T, H, 64] -> [B, H, T, 64] in bfloat16 moves 128-byte runs as 8 words of 16 bytes, not
+  // 64 of 2 (a thread's index arithmetic was the kernel's cost; docs/benchmarks.md).
+  if (m >= 2 && stride[m - 1] == 1) {
+    const uintptr_t addr = (uintptr_t)out | (uintptr_t)x;
+    for (int64_t w = 16; w > esize; w /= 2) {
+      const int64_t f = w / esize;
+      bool fits = size[m - 1] % f == 0 && addr % (uintptr_t)w == 0;
+      for (int d = 0; d < m - 1 && fits; ++d) fits = stride[d] % f == 0;
+      if (!fits) continue;
+      size[m - 1] /= f;
+      for (int d = 0; d < m - 1; ++d) stride[d] /= f;
+      numel /= f;
+      esize = w;
+      if (size[m - 1] == 1) --m;  // one word a run: the dim is gone
+      break;
     }
   }
 
