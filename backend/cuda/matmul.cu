@@ -47,6 +47,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -362,7 +363,9 @@ void repitch(Context &c, void *dst, int64_t drows, int64_t dcols, const void *sr
 }
 
 // The product through the padded problem (padding()); C's padded rows and columns are dropped.
-void launch_padded(Context &c, const MatmulArgs &g, const Padding &pad, cudaDataType_t type,
+// False, with nothing queued, where the pool cannot hold the copies (the caller then runs the
+// product unpadded: slower, but no out-of-memory error that the unpadded product would not give).
+bool launch_padded(Context &c, const MatmulArgs &g, const Padding &pad, cudaDataType_t type,
                    cublasComputeType_t compute, const void *alpha, const void *beta) {
   // Stored sizes (rows, cols) of A and B, before and after.
   const int64_t ra = g.trans_a ? g.k : g.m, ca = g.trans_a ? g.m : g.k;
@@ -370,18 +373,27 @@ void launch_padded(Context &c, const MatmulArgs &g, const Padding &pad, cudaData
   const int64_t rb = g.trans_b ? g.n : g.k, cb = g.trans_b ? g.k : g.n;
   const int64_t prb = g.trans_b ? pad.n : pad.k, pcb = g.trans_b ? pad.k : pad.n;
   const int64_t e = 2;
-  PoolBuffer ba(pad.a ? pra * pca * e : 0), bb(pad.b ? prb * pcb * e : 0), bc(pad.c ? pad.m * pad.n * e : 0);
-  if (pad.a) repitch(c, ba.as<void>(), pra, pca, g.a, ra, ca, ca);
-  if (pad.b) repitch(c, bb.as<void>(), prb, pcb, g.b, rb, cb, cb);
+  std::unique_ptr<PoolBuffer> ba, bb, bc;
+  try {
+    if (pad.a) ba.reset(new PoolBuffer(pra * pca * e));
+    if (pad.b) bb.reset(new PoolBuffer(prb * pcb * e));
+    if (pad.c) bc.reset(new PoolBuffer(pad.m * pad.n * e));
+  } catch (const Error &err) {
+    if (err.code() != Code::OUT_OF_MEMORY) throw;
+    return false;  // the buffers taken so far go back, nothing was queued
+  }
+  if (pad.a) repitch(c, ba->as<void>(), pra, pca, g.a, ra, ca, ca);
+  if (pad.b) repitch(c, bb->as<void>(), prb, pcb, g.b, rb, cb, cb);
   MatmulArgs p = g;
   p.m = pad.m, p.n = pad.n, p.k = pad.k;
-  p.a = pad.a ? ba.as<void>() : g.a;
-  p.b = pad.b ? bb.as<void>() : g.b;
-  p.c = pad.c ? bc.as<void>() : g.c;
+  p.a = pad.a ? ba->as<void>() : g.a;
+  p.b = pad.b ? bb->as<void>() : g.b;
+  p.c = pad.c ? bc->as<void>() : g.c;
   p.stride_c = p.m * p.n;
   cublas_gemm(c, p, type, compute, alpha, beta, p.a, g.trans_a ? p.m : p.k, p.b, g.trans_b ? p.k : p.n, p.c, p.n);
-  if (pad.c) repitch(c, g.c, g.m, g.n, bc.as<void>(), pad.m, pad.n, pad.n);
+  if (pad.c) repitch(c, g.c, g.m, g.n, bc->as<void>(), pad.m, pad.n, pad.n);
   g_pad_runs.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace
@@ -449,8 +461,8 @@ bool launch_matmul(const MatmulArgs &g) {
   const void *beta = g.dtype == DType::F64 ? (const void *)&beta64 : (const void *)&beta32;
 
   const Padding pad = padding(g);
-  if (pad.any()) launch_padded(c, g, pad, type, compute, alpha, beta);
-  else cublas_gemm(c, g, type, compute, alpha, beta, g.a, ld_a, g.b, ld_b, g.c, ld_c);
+  if (!pad.any() || !launch_padded(c, g, pad, type, compute, alpha, beta))
+    cublas_gemm(c, g, type, compute, alpha, beta, g.a, ld_a, g.b, ld_b, g.c, ld_c);
   return false;
 }
 
