@@ -122,12 +122,12 @@ def poison_pool(nbytes=1 << 28):
     U.release(h)
 
 
-def backward_of(out, dout, inputs, dtype):
-    """Backward of sum(out * dout) from minitorch float32 tensor out; the gradients of inputs as torch
-    CPU tensors of dtype. Releases out."""
+def backward_of(out, dout, inputs, dtype, out_dtype=None):
+    """Backward of sum(out * dout) from minitorch tensor out (float32, or the torch dtype out_dtype);
+    the gradients of inputs as torch CPU tensors of dtype. Releases out."""
     held = [out]
     try:
-        w = to_mt(dout.float())
+        w = to_mt(dout.to(out_dtype or torch.float32))
         held.append(w)
         prod = U.call("mt_mul", out, w)
         held.append(prod)

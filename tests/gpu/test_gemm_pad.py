@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import abi_util as U  # noqa: E402
 from abi_util import LIB  # noqa: E402
 
-from tests.gpu.test_flash_attention import RUN, SKIP_WHY, first_bad, from_mt, poison_pool, rel, to_mt  # noqa: E402
+from tests.gpu.test_flash_attention import (RUN, SKIP_WHY, backward_of, first_bad, from_mt,  # noqa: E402
+                                          poison_pool, rel, to_mt)
 
 try:
     import torch
@@ -97,25 +98,12 @@ class GemmPadTest(unittest.TestCase):
     def run_linear(self, x, w, b, dy):
         """y, dx, dW, db of minitorch's linear (x, w, b, dy of one 16-bit dtype)."""
         hs = [to_mt(x, True), to_mt(w, True), to_mt(b, True)]
-        held = []
         try:
             y = U.call("mt_linear", hs[0], hs[1], hs[2])
-            held.append(y)
-            got = [from_mt(y, x.dtype)]
-            hdy = to_mt(dy)
-            held.append(hdy)
-            prod = U.call("mt_mul", y, hdy)
-            held.append(prod)
-            loss = U.call("mt_sum", prod)
-            held.append(loss)
-            U.check(LIB.mt_backward(loss), "mt_backward")
-            for h in hs:
-                g = U.grad_of(h)
-                held.append(g)
-                got.append(from_mt(g, x.dtype))
-            return got
+            got_y = from_mt(y, x.dtype)
+            return [got_y] + backward_of(y, dy, hs, x.dtype, out_dtype=x.dtype)
         finally:
-            for h in held + hs:
+            for h in hs:
                 U.release(h)
 
     def test_linear(self):
