@@ -477,7 +477,8 @@ bool launch_matmul(const MatmulArgs &g) {
 // until the next call:
 //   variant 0  production: through padded copies where padding() finds it pays
 //   variant 1  never padded (cuBLAS's own kernels for such rows)
-//   variant 3  padded whatever the size (for tests on small shapes)
+//   variant 3  padded whatever the size (for tests on small shapes; the tiny-GEMM path's products,
+//              k <= 64 and at most 16384 outputs, still take that path)
 // and returns 0 (MT_OK); variant 2 changes nothing and returns how many products have run through
 // padded copies in this process. MT_ERR_INVALID_ARGUMENT for another variant. It leaves
 // mt_last_error() alone. MT_CUDA_NO_GEMM_PAD set in the environment starts the process on 1.
