@@ -25,7 +25,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # test_gpt_parity puts tests/python and frontends/python on the path, imports torch when it can,
 # and turns TF32 off in it
-from test_gpt_parity import LR, SELF_TEST, STEPS, WD, U, from_torch, gpt, mt, mt_twin_run, rel_err, torch  # noqa: E402
+from test_gpt_parity import (LR, SELF_TEST, STEPS, WD, U, assert_runs_agree, from_torch, gpt, mt,  # noqa: E402
+                             mt_twin_run, rel_err, torch)
 
 HAVE_TORCH = torch is not None and not SELF_TEST and bool(torch.cuda.is_available())
 
@@ -88,18 +89,8 @@ class GPTAmp(unittest.TestCase):
         del cls.m_idx, cls.m_tgt
 
     def compare(self, what, got, ref, tol_out, tol_grad, tol_steps):
-        logits, loss, grads, losses = got
-        ref_logits, ref_loss, ref_grads, ref_losses = ref
-        e = rel_err(logits, ref_logits.cpu())
-        self.assertLess(e, tol_out, "%s: logits rel err %.3g" % (what, e))
-        e = rel_err(loss, ref_loss.cpu())
-        self.assertLess(e, tol_out, "%s: loss %r vs %r" % (what, loss.item(), ref_loss.item()))
-        self.assertEqual(sorted(grads), sorted(ref_grads))
-        worst = max((rel_err(grads[n], ref_grads[n].cpu()), n) for n in ref_grads)
-        self.assertLess(worst[0], tol_grad, "%s: gradient of %s rel err %.3g" % (what, worst[1], worst[0]))
-        for i, (a, b) in enumerate(zip(losses, ref_losses)):
-            self.assertLess(abs(a - b), tol_steps * abs(b), "%s: step %d loss %r vs torch %r (all: %s vs %s)"
-                            % (what, i, a, b, losses, ref_losses))
+        assert_runs_agree(self, what, got, ref, tol_out, tol_grad, tol_steps)
+        losses = got[3]
         self.assertLess(losses[-1], losses[0], "%s did not learn the batch: %s" % (what, losses))
 
     def test_float32_agrees(self):

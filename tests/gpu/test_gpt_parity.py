@@ -118,6 +118,25 @@ def mt_twin_run(model, state, idx, tgt, clip=None, steps=STEPS):
     return out[0], out[1], grads, losses
 
 
+def assert_runs_agree(test, what, got, ref, tol_out, tol_grad, tol_steps):
+    """Checks, in unittest.TestCase `test`, one run (logits, loss, {name: grad}, [step losses])
+    against the reference's: relative errors of the logits and the loss below tol_out, of the
+    worst gradient below tol_grad (the same parameter names on both sides), and of each step's
+    loss below tol_steps."""
+    logits, loss, grads, losses = got
+    ref_logits, ref_loss, ref_grads, ref_losses = ref
+    e = rel_err(logits, ref_logits.cpu())
+    test.assertLess(e, tol_out, "%s: logits rel err %.3g" % (what, e))
+    e = rel_err(loss, ref_loss.cpu())
+    test.assertLess(e, tol_out, "%s: loss %r vs %r" % (what, loss.item(), ref_loss.item()))
+    test.assertEqual(sorted(grads), sorted(ref_grads))
+    worst = max((rel_err(grads[n], ref_grads[n].cpu()), n) for n in ref_grads)
+    test.assertLess(worst[0], tol_grad, "%s: gradient of %s rel err %.3g" % (what, worst[1], worst[0]))
+    for i, (a, b) in enumerate(zip(losses, ref_losses)):
+        test.assertLess(abs(a - b), tol_steps * abs(b), "%s: step %d loss %r vs torch %r (all: %s vs %s)"
+                        % (what, i, a, b, losses, ref_losses))
+
+
 @unittest.skipUnless(RUN, "no usable GPU (mt_cuda_device_count() == 0); MT_PARITY_DEVICE=cpu checks the harness")
 @unittest.skipUnless(HAVE_TORCH, "PyTorch with CUDA is not importable")
 class GPTParity(unittest.TestCase):
@@ -143,18 +162,9 @@ class GPTParity(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def compare(self, what, logits, loss, grads, losses):
-        ref_logits, ref_loss, ref_grads, ref_losses = self.ref
-        e = rel_err(logits, ref_logits.cpu())
-        self.assertLess(e, TOL_OUT, "%s: logits rel err %.3g" % (what, e))
-        e = rel_err(loss, ref_loss.cpu())
-        self.assertLess(e, TOL_OUT, "%s: loss %r vs %r" % (what, loss.item(), ref_loss.item()))
-        self.assertEqual(sorted(grads), sorted(ref_grads))
-        worst = max((rel_err(grads[n], ref_grads[n].cpu()), n) for n in ref_grads)
-        self.assertLess(worst[0], TOL_GRAD, "%s: gradient of %s rel err %.3g" % (what, worst[1], worst[0]))
+        assert_runs_agree(self, what, (logits, loss, grads, losses), self.ref, TOL_OUT, TOL_GRAD, TOL_STEPS)
         self.assertEqual(len(losses), STEPS)
-        for i, (a, b) in enumerate(zip(losses, ref_losses)):
-            self.assertLess(abs(a - b), TOL_STEPS * abs(b), "%s: step %d loss %r vs torch %r (all: %s vs %s)"
-                            % (what, i, a, b, losses, ref_losses))
+        ref_losses = self.ref[3]
         self.assertLess(ref_losses[-1], ref_losses[0], "the reference did not learn the batch: %s" % ref_losses)
 
     def test_c_model(self):
