@@ -56,6 +56,7 @@
 #include "backend/cuda/gemm_f32.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/study.cuh"
 
 namespace mt {
 namespace cuda {
@@ -487,4 +488,26 @@ extern "C" MT_API int64_t mt_study_gemm_pad(int64_t variant) {
   if (variant < 0 || variant > 3) return (int64_t)mt::Code::INVALID_ARGUMENT;
   mt::cuda::g_pad_variant.store((int)variant, std::memory_order_relaxed);
   return 0;
+}
+
+// mt_study_matmul_run: c (m, n) = op(a) @ op(b) on device buffers of dtype (an mt_dtype value:
+// float32, float64, float16 or bfloat16; row-major, op transposes where ta / tb), batch 1, through
+// matmul's dispatch (so under mt_study_gemm_pad's selection), on the library's stream, for
+// scripts/bench/gemm_pad_study.py to time the raw products. Internal as the hooks above; 0 or an
+// mt_status value, with mt_last_error() naming the hook and the values on failure.
+extern "C" MT_API int mt_study_matmul_run(void *c, const void *a, const void *b, int64_t m, int64_t n, int64_t k,
+                                          int ta, int tb, int dtype) {
+  return mt::cuda::study_entry("mt_study_matmul_run", [&] {
+    MT_CHECK(c && a && b, INVALID_ARGUMENT, "null buffer (c=%p, a=%p, b=%p)", c, a, b);
+    MT_CHECK(m > 0 && n > 0 && k > 0, INVALID_ARGUMENT, "sizes must be positive (m=%lld, n=%lld, k=%lld)",
+             (long long)m, (long long)n, (long long)k);
+    MT_CHECK(dtype >= 0 && dtype <= (int)mt::DType::BF16, DTYPE, "dtype %d is not a float dtype (0..3)", dtype);
+    mt::MatmulArgs g;
+    g.c = c, g.a = a, g.b = b;
+    g.m = m, g.n = n, g.k = k;
+    g.trans_a = ta != 0, g.trans_b = tb != 0;
+    g.stride_c = m * n;
+    g.dtype = (mt::DType)dtype;
+    mt::cuda::launch_matmul(g);
+  });
 }
