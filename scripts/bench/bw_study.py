@@ -168,15 +168,10 @@ def rel_err(torch, got, want):
 def main(argv):
     args = parse_args(argv)
     import harness
-    import abi_util as U
-    try:
-        import torch
-    except ImportError:
-        print("bw_study.py: needs PyTorch with CUDA", file=sys.stderr)
+    ready = harness.study_gpu("bw_study.py")
+    if ready is None:
         return 2
-    if not U.HAVE_CUDA or not torch.cuda.is_available():
-        print("bw_study.py: needs a GPU", file=sys.stderr)
-        return 2
+    U, torch, _ = ready
     lib = U.LIB
     hooks = {}
     for name in ["mt_study_stream"] + sorted(set(OPS[o][0] for o in OPS)):

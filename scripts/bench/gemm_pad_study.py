@@ -52,20 +52,11 @@ def main(argv):
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     args = ap.parse_args(argv)
     import harness
-    import abi_util as U
-    try:
-        import torch
-    except ImportError:
-        print("gemm_pad_study.py: needs torch (the reference and the CUDA events)", file=sys.stderr)
+    ready = harness.study_gpu("gemm_pad_study.py", "mt_study_gemm_pad", "mt_study_matmul_run")
+    if ready is None:
         return 2
-    if not U.HAVE_CUDA or not torch.cuda.is_available():
-        print("gemm_pad_study.py: needs a GPU", file=sys.stderr)
-        return 2
+    U, torch, (sel, run) = ready
     lib = U.LIB
-    sel, run = getattr(lib, "mt_study_gemm_pad", None), getattr(lib, "mt_study_matmul_run", None)
-    if sel is None or run is None:
-        print("gemm_pad_study.py: %s has no mt_study_gemm_pad hooks" % U.lib_path(), file=sys.stderr)
-        return 2
     sel.restype, sel.argtypes = ctypes.c_int64, [ctypes.c_int64]
     vp, i64, cint = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     run.restype, run.argtypes = cint, [vp, vp, vp, i64, i64, i64, cint, cint, cint]

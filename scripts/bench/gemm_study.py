@@ -56,16 +56,11 @@ def main(argv):
                     "mt_study_gemm_f32 variant 3 + tile), printed after the error columns")
     args = ap.parse_args(argv)
     import harness
-    import abi_util as U
-    import torch
-    if not U.HAVE_CUDA or not torch.cuda.is_available():
-        print("gemm_study.py: needs a GPU", file=sys.stderr)
+    ready = harness.study_gpu("gemm_study.py", "mt_study_gemm_f32", "mt_study_gemm_f32_run")
+    if ready is None:
         return 2
+    U, torch, (sel, run) = ready
     lib = U.LIB
-    sel, run = getattr(lib, "mt_study_gemm_f32", None), getattr(lib, "mt_study_gemm_f32_run", None)
-    if sel is None or run is None:
-        print("gemm_study.py: %s has no mt_study_gemm_f32 hooks" % U.lib_path(), file=sys.stderr)
-        return 2
     sel.restype, sel.argtypes = ctypes.c_int64, [ctypes.c_int64]
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
     run.restype, run.argtypes = ctypes.c_int, [vp, vp, vp, i64, i64, i64, ctypes.c_int, ctypes.c_int]

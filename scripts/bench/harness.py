@@ -17,6 +17,7 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import time
 
 
@@ -30,6 +31,27 @@ def positive_int(text):
     if v < 1:
         raise argparse.ArgumentTypeError("must be >= 1, got %d" % v)
     return v
+
+
+def study_gpu(script, *hooks):
+    """(abi_util, torch, [the library's functions named in hooks]) for a study script that needs a
+    GPU and PyTorch with CUDA, or None after saying on stderr, in the script's name, what is
+    missing."""
+    import abi_util as U
+    try:
+        import torch
+    except ImportError:
+        print("%s: needs PyTorch with CUDA" % script, file=sys.stderr)
+        return None
+    if not U.HAVE_CUDA or not torch.cuda.is_available():
+        print("%s: needs a GPU" % script, file=sys.stderr)
+        return None
+    fns = [getattr(U.LIB, name, None) for name in hooks]
+    missing = [name for name, fn in zip(hooks, fns) if fn is None]
+    if missing:
+        print("%s: %s does not export %s" % (script, U.lib_path(), ", ".join(missing)), file=sys.stderr)
+        return None
+    return U, torch, fns
 
 
 class Skip(Exception):
