@@ -12,8 +12,7 @@ multiply-adds, and each copied matrix's other size at least 128), 1 never, 3 alw
 case also checks how many products ran through padded copies against the rule (variant 2 reads
 the count), so a selection that silently did nothing fails.
 
-Reference: torch in float64 on the same 16-bit values, the output rounded to the dtype as
-ours. Tolerance: ||got - ref|| / ||ref|| below 1e-2 (16-bit outputs carry a relative rounding of
+Reference: torch in float64 on the same 16-bit values. Tolerance: ||got - ref|| / ||ref|| below 1e-2 (16-bit outputs carry a relative rounding of
 2^-9 (bfloat16) or 2^-12 (float16) an element; k up to 2048 terms accumulated in float32). The pool
 is filled with NaN before each case, so an element a copy skips shows up.
 
