@@ -455,24 +455,3 @@ extern "C" MT_API int64_t mt_study_gemm_f32(int64_t variant) {
   mt::cuda::g_gemm_variant.store((int)variant, std::memory_order_relaxed);
   return 0;
 }
-
-// mt_study_gemm_f32_run: c (m, n) = op(a) @ op(b) in float32 on device buffers (row-major, op
-// transposes where ta / tb), through matmul's dispatch under the selection of mt_study_gemm_f32,
-// on the library's stream (mt_study_stream), for scripts/bench/gemm_study.py to time the raw
-// products a training step makes. Internal as the hook above; 0 or an mt_status value, with
-// mt_last_error() naming the hook and the values on failure.
-extern "C" MT_API int mt_study_gemm_f32_run(float *c, const float *a, const float *b, int64_t m, int64_t n,
-                                            int64_t k, int ta, int tb) {
-  return mt::cuda::study_entry("mt_study_gemm_f32_run", [&] {
-    MT_CHECK(c && a && b, INVALID_ARGUMENT, "null buffer (c=%p, a=%p, b=%p)", (void *)c, (const void *)a,
-             (const void *)b);
-    MT_CHECK(m > 0 && n > 0 && k > 0, INVALID_ARGUMENT, "sizes must be positive (m=%lld, n=%lld, k=%lld)",
-             (long long)m, (long long)n, (long long)k);
-    mt::MatmulArgs g;
-    g.c = c, g.a = a, g.b = b;
-    g.m = m, g.n = n, g.k = k;
-    g.trans_a = ta != 0, g.trans_b = tb != 0;
-    g.stride_c = m * n;
-    mt::cuda::launch_matmul(g);
-  });
-}

@@ -493,8 +493,9 @@ extern "C" MT_API int64_t mt_study_gemm_pad(int64_t variant) {
 
 // mt_study_matmul_run: c (m, n) = op(a) @ op(b) on device buffers of dtype (an mt_dtype value:
 // float32, float64, float16 or bfloat16; row-major, op transposes where ta / tb), batch 1, through
-// matmul's dispatch (so under mt_study_gemm_pad's selection), on the library's stream, for
-// scripts/bench/gemm_pad_study.py to time the raw products. Internal as the hooks above; 0 or an
+// matmul's dispatch (so under the selections of mt_study_gemm_f32 and mt_study_gemm_pad), on the
+// library's stream (mt_study_stream), for scripts/bench/gemm_study.py and gemm_pad_study.py to time
+// the raw products a training step makes. Internal as the hooks above; 0 or an
 // mt_status value, with mt_last_error() naming the hook and the values on failure.
 extern "C" MT_API int mt_study_matmul_run(void *c, const void *a, const void *b, int64_t m, int64_t n, int64_t k,
                                           int ta, int tb, int dtype) {

@@ -168,19 +168,15 @@ def rel_err(torch, got, want):
 def main(argv):
     args = parse_args(argv)
     import harness
-    ready = harness.study_gpu("bw_study.py")
+    names = ["mt_study_stream"] + sorted(set(OPS[o][0] for o in OPS))
+    ready = harness.study_gpu("bw_study.py", *names)
     if ready is None:
         return 2
-    U, torch, _ = ready
+    U, torch, fns = ready
     lib = U.LIB
-    hooks = {}
-    for name in ["mt_study_stream"] + sorted(set(OPS[o][0] for o in OPS)):
-        fn = getattr(lib, name, None)
-        if fn is None:
-            print("bw_study.py: %s does not export %s (a CPU-only build?)" % (U.lib_path(), name), file=sys.stderr)
-            return 2
+    hooks = dict(zip(names, fns))
+    for fn in fns:
         fn.restype = ctypes.c_int
-        hooks[name] = fn
     vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
     hooks["mt_study_stream"].argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     hooks["mt_study_relu"].argtypes = [vp, vp, i64, i32, i32]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gemm_study.py - the float32 products of a training step on the 3xTF32 tensor-core kernel
 (backend/cuda/gemm_f32.cu) against cuBLAS's float32 GEMM, both through the library's dispatch
-(the internal hooks mt_study_gemm_f32 and mt_study_gemm_f32_run), and against torch.matmul
+(the internal hooks mt_study_gemm_f32 and mt_study_matmul_run), and against torch.matmul
 (float32, TF32 off), in one process on one GPU.
 
   python3 scripts/bench/gemm_study.py [--reps N] [--iters N] [--shapes gpt|all|shortk] [--tiles i,j]
@@ -56,14 +56,14 @@ def main(argv):
                     "mt_study_gemm_f32 variant 3 + tile), printed after the error columns")
     args = ap.parse_args(argv)
     import harness
-    ready = harness.study_gpu("gemm_study.py", "mt_study_gemm_f32", "mt_study_gemm_f32_run")
+    ready = harness.study_gpu("gemm_study.py", "mt_study_gemm_f32", "mt_study_matmul_run")
     if ready is None:
         return 2
     U, torch, (sel, run) = ready
     lib = U.LIB
     sel.restype, sel.argtypes = ctypes.c_int64, [ctypes.c_int64]
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    run.restype, run.argtypes = ctypes.c_int, [vp, vp, vp, i64, i64, i64, ctypes.c_int, ctypes.c_int]
+    run.restype, run.argtypes = ctypes.c_int, [vp, vp, vp, i64, i64, i64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     torch.backends.cuda.matmul.allow_tf32 = False
     timer = harness.Timer(lib, torch, True)
     gpu = lib.mt_device_name(U.MT_CUDA).decode()
@@ -91,9 +91,9 @@ def main(argv):
                 raise RuntimeError("mt_study_gemm_f32(%d) failed" % variant)
             c.fill_(float("nan"))
             torch.cuda.synchronize()
-            fn = lambda: run(c.data_ptr(), a.data_ptr(), b.data_ptr(), m, n, k, ta, tb)  # noqa: E731
+            fn = lambda: run(c.data_ptr(), a.data_ptr(), b.data_ptr(), m, n, k, ta, tb, U.MT_F32)  # noqa: E731
             if fn() != 0:
-                raise RuntimeError("mt_study_gemm_f32_run: %s" % U.last_error())
+                raise RuntimeError("mt_study_matmul_run: %s" % U.last_error())
             lib.mt_synchronize()
             errs.append(float((c.double() - ref).norm() / ref.norm()))
             times.append(timer.mt(fn, args.iters, args.reps) * 1e3)
@@ -101,7 +101,7 @@ def main(argv):
         for tile in tiles:
             if sel(3 + tile) != 0:
                 raise RuntimeError("mt_study_gemm_f32(%d) failed" % (3 + tile))
-            tile_us.append(timer.mt(lambda: run(c.data_ptr(), a.data_ptr(), b.data_ptr(), m, n, k, ta, tb),
+            tile_us.append(timer.mt(lambda: run(c.data_ptr(), a.data_ptr(), b.data_ptr(), m, n, k, ta, tb, U.MT_F32),
                                     args.iters, args.reps) * 1e3)
         sel(0)
         t_us = timer.torch_time(lambda: torch.matmul(opa, opb, out=c), args.iters, args.reps) * 1e3
