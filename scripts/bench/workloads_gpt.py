@@ -28,7 +28,7 @@ second row times the same step recorded once as a CUDA graph and replayed (minit
 against the same PyTorch eager time. Both rows again at the vocabulary padded to 50304 (a
 multiple of 64, as nanoGPT pads it): 50257 columns make the tied head's three products unaligned
 for cuBLAS, which then takes much slower kernels (minitorch runs such products padded itself,
-PyTorch does not), and PERF.md's anchor ran the padded problem. On the CPU (--dry-run): a 2-layer
+PyTorch does not), and PERF.md's anchor evidently ran the padded problem. On the CPU (--dry-run): a 2-layer
 d_model 32 model, vocabularies 61 and 64, batch 2 x 32, float32 (the CPU backend has no bfloat16
 matmul), 2 steps.
 
@@ -192,8 +192,8 @@ def bench_gpt_large_bf16(ctx):
 GPT2 = dict(vocab=50257, context=1024, n_layer=12, n_head=12, d_model=768, tie=True)
 # GPT-2's own vocabulary, then padded to a multiple of 64 as nanoGPT pads it: the 50257 columns
 # of the tied head's products are not whole 16-byte groups, which sends cuBLAS to slower kernels
-# (minitorch pads such products itself, PyTorch does not), and PERF.md's anchor ran the padded
-# problem.
+# (minitorch pads such products itself, PyTorch does not), and PERF.md's anchor evidently ran the
+# padded problem.
 GPT2_VOCABS = (50257, 50304)
 GPT2_LR = 3e-4
 
