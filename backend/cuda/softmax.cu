@@ -63,9 +63,11 @@
 // 1024 f32, the block rows 105% (H200). On Hopper, from 16384 columns, rows of exactly 4 (else 8)
 // blocks x 256 threads x 1, 2, 4 or 8 packs take (cluster, one exchange) of the backward: y and dy
 // read once, one cluster barrier a row (101-106% of copy bandwidth at 16384-65536 f32 columns
-// against 61-79% for the block rows and (cluster), H200). Other rows above 16384 columns: softmax
-// splits a row over (cluster) of 4 or 8 blocks; log_softmax, whose first pass reads only dy, and
-// other GPUs take a warp or block per row reading them twice (the second read mostly from L2).
+// against 61-79% for the block rows and (cluster), H200); log_softmax in a 2-byte type takes the
+// rows kernel below 32768 columns instead (97% against 83-84% at 16384). Other rows above 16384
+// columns: softmax splits a row over (cluster) of 4 or 8 blocks; log_softmax, whose first pass
+// reads only dy, and other GPUs take a warp or block per row reading them twice (the second read
+// mostly from L2).
 // Study variants of mt_study_softmax_backward (scripts/bench/bw_study.py --ops softmax_bwd).
 //
 // causal_softmax (the composed attention's mask and softmax): a warp per row reading only the
@@ -98,6 +100,9 @@ constexpr int64_t kWarpMaxCols = 1024;  // rows up to this width get a warp (or 
 // spill (the backward holds two arrays). 1024 threads x 8 float4 packs = 32768 floats.
 constexpr int64_t kFwdCachedMaxCols = 32768;
 constexpr int64_t kBwdCachedMaxCols = 16384;
+// log_softmax's backward in a 2-byte type takes the rows kernel from kBwdCachedMaxCols columns
+// up to rows of this many bytes.
+constexpr int64_t kBwdLogRowsMaxBytes = 16384 * 4;
 // The backward's warp rows take up to 2 packs a lane, in blocks of kBwdWarpBlockThreads; rows of
 // kBwdBlockRowsFromPL packs a lane or more (up to kWarpMaxCols) get a block of at most
 // kBwdRowBlockThreads threads.
@@ -1017,9 +1022,18 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
   const int64_t packs = cols / N;
   int PL = 0, threads = 0;
   bool done = false;
+  // log_softmax rows of a 2-byte type from 16384 columns up to 64 KB: the rows kernel, reading y
+  // and dy twice (97% of copy bandwidth at 16384 x 16384 bfloat16 and float16, against 83-84% for
+  // the one-exchange cluster and 72-76% for the cached block per row; docs/benchmarks.md)
+  if (LOG && sizeof(T) == 2 && causal_t == 0 && cols >= kBwdCachedMaxCols &&
+      cols * (int64_t)sizeof(T) < kBwdLogRowsMaxBytes) {
+    launch_bwd_rows<T, LOG>(c, vec, dx, y, dy, rows, cols);
+    MT_CUDA_CHECK_LAUNCH("log_softmax backward");
+    return;
+  }
   // From the widest register-cached rows up on Hopper, rows that fit it exactly: the cluster of 4
   // (else 8) blocks per row with one exchange, reading y and dy once (101-106% of copy bandwidth
-  // against 61-79% for the cached block or the rows kernel at 16384-65536 columns;
+  // against 61-79% for the cached block or the rows kernel at 16384-65536 float32 columns;
   // docs/benchmarks.md)
   if (causal_t == 0 && cols >= kBwdCachedMaxCols &&
       (launch_bwd_cluster1<T, LOG>(c, 4, dx, y, dy, rows, cols) ||
@@ -1076,8 +1090,9 @@ void softmax_backward_t(Context &c, T *dx, const T *y, const T *dy, int64_t rows
 // 16-byte rows and pointers, 2- or 4-byte types, rows wider than kWarpMaxCols), 4-6 the cached
 // warp rows in other blocks (16-byte rows up to kWarpMaxCols), 7-9 the cached block per row in
 // small blocks (16-byte rows that fit), 10 / 11 (cluster, one exchange) of 4 / 8 blocks per row
-// (Hopper, rows of exactly K x kRowThreads x 1, 2, 4 or 8 packs). False when the variant cannot
-// take the shape.
+// (Hopper, rows of exactly K x kRowThreads x 1, 2, 4 or 8 packs), 12 the cached block per row of
+// up to kCachedBlockThreads threads (16-byte rows up to kBwdCachedMaxCols). False when the
+// variant cannot take the shape.
 template <class T, bool LOG>
 bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const T *dy, int64_t rows, int64_t cols) {
   constexpr int N = Pack<T>::N;
@@ -1126,6 +1141,19 @@ bool softmax_backward_variant(Context &c, int variant, T *dx, const T *y, const 
     case 11:  // (cluster, one exchange) of 4 / 8 blocks per row
       if (!launch_bwd_cluster1<T, LOG>(c, variant == 10 ? 4 : 8, dx, y, dy, rows, cols)) return false;
       break;
+    case 12: {  // the register-cached block per row of up to kCachedBlockThreads threads
+      if constexpr (!kVecType<T>) return false;
+      else {
+        constexpr int kMaxPL = (int)(kBwdCachedMaxCols / (kCachedBlockThreads * N));
+        int PL = 0, threads = 0;
+        if (!vec_ok<T>(cols, {dx, y, dy}) || !block_shape(cols / N, kMaxPL, PL, threads)) return false;
+        dispatch_pl<kMaxPL>(PL, [&](auto pl) {
+          softmax_bwd_vec_block_kernel<T, LOG, decltype(pl)::value>
+              <<<grid_of(rows), threads, 0, c.stream>>>(dx, y, dy, rows, cols);
+        });
+      }
+      break;
+    }
     case 0:
       softmax_backward_t<T, LOG>(c, dx, y, dy, rows, cols);
       return true;
@@ -1303,14 +1331,14 @@ extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows,
 // softmax_backward_variant): 0 production (what the ops' backward runs), 1 the uncached
 // warp / block per row, 2 and 3 (cluster) of 4 and 8 blocks per row, 4-6 the cached warp rows in
 // blocks of 64 / 128 / 256 threads (6: at least 3 blocks an SM), 7-9 the cached block per row of
-// at most 64 / 128 / 256 threads, 10 / 11 (cluster, one exchange) of 4 / 8 blocks per row.
-// Buffers borrowed, the work queued on the library's stream; the statuses of mt_study_softmax.
+// at most 64 / 128 / 256 threads, 10 / 11 (cluster, one exchange) of 4 / 8 blocks per row, 12
+// the cached block per row of up to 1024 threads. Buffers borrowed, the work queued on the library's stream; the statuses of mt_study_softmax.
 extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
                                                 int32_t dtype, int32_t log, int32_t variant) {
   using namespace mt;
   using namespace mt::cuda;
   return study_entry("mt_study_softmax_backward", [&] {
-    check_variant(variant, 11);
+    check_variant(variant, 12);
     MT_CHECK(dtype >= 0 && dtype < kNumDTypes, DTYPE, "invalid dtype %d", (int)dtype);
     MT_CHECK(log == 0 || log == 1, INVALID_ARGUMENT, "log %d is not 0 or 1", (int)log);
     MT_CHECK(rows >= 0 && cols >= 0, INVALID_ARGUMENT, "negative size (rows=%lld, cols=%lld)", (long long)rows,

@@ -20,7 +20,7 @@ lists and what each adds are documented beside each hook):
   sum          backend/cuda/reduce.cu       mt_study_sum          0..4
   softmax      backend/cuda/softmax.cu      mt_study_softmax      0, 2..12 (1, naive, is skipped)
   log_softmax  backend/cuda/softmax.cu      mt_study_log_softmax  as softmax
-  softmax_bwd  backend/cuda/softmax.cu      mt_study_softmax_backward 0..11: dx from y = softmax(x) and
+  softmax_bwd  backend/cuda/softmax.cu      mt_study_softmax_backward 0..12: dx from y = softmax(x) and
                                                                   a real random dy, against PyTorch's
                                                                   aten._softmax_backward_data
   log_softmax_bwd                           the same hook (log 1) against
@@ -86,13 +86,13 @@ OPS = {
                     11: "10 + st.async pair exchange"}),
 }
 OPS["log_softmax"] = ("mt_study_log_softmax",) + OPS["softmax"][1:]
-OPS["softmax_bwd"] = ("mt_study_softmax_backward", list(range(12)),
+OPS["softmax_bwd"] = ("mt_study_softmax_backward", list(range(13)),
                       {0: "production", 1: "warp / block per row, y and dy read twice", 2: "cluster of 4",
                        3: "cluster of 8", 4: "cached warp rows, 64-thread blocks",
                        5: "cached warp rows, 128-thread blocks", 6: "cached warp rows, >= 3 blocks an SM",
                        7: "cached block per row, <= 64 threads", 8: "cached block per row, <= 128 threads",
                        9: "cached block per row, <= 256 threads", 10: "cluster of 4, one exchange",
-                       11: "cluster of 8, one exchange"})
+                       11: "cluster of 8, one exchange", 12: "cached block per row, <= 1024 threads"})
 OPS["log_softmax_bwd"] = OPS["softmax_bwd"]
 OPS["gelu_bwd"] = OPS["gelu"]
 OPS["cross_entropy"] = ("mt_study_cross_entropy", list(range(7)),

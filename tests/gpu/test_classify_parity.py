@@ -364,8 +364,8 @@ class TestSoftmax(ClassifyCase):
 
 
 # ------------------------------------------------------------------ the study
-STUDY_CASES = [(257, 1), (257, 33), (129, 128), (65, 1000), (33, 1024), (9, 1032), (9, 4096), (3, 32768),
-               (3, 32776), (2, 40000), (1000, 64), (64, 8)]
+STUDY_CASES = [(257, 1), (257, 33), (129, 128), (65, 1000), (33, 1024), (9, 1032), (9, 4096), (3, 16384),
+               (3, 32768), (3, 32776), (2, 40000), (1000, 64), (64, 8)]
 
 
 @unittest.skipUnless(STUDY is not None and not SELF_TEST and U.HAVE_CUDA, "the study hook needs a CUDA build and a GPU")
@@ -441,7 +441,8 @@ class TestSoftmaxStudy(ClassifyCase):
         """mt_study_softmax_backward, which make bench's forward+backward rows time, and its
         variants (0 production, 1 the uncached rows, 2 / 3 clusters of 4 / 8 blocks per row, 4-6 the
         register-cached warp rows in other blocks, 7-9 the cached block per row in small blocks, 10 /
-        11 clusters of 4 / 8 blocks with one exchange): dx for
+        11 clusters of 4 / 8 blocks with one exchange, 12 the cached block per row of up to 1024
+        threads): dx for
         a random dy against the tape's backward of loss = (y * dy).sum() in float64 on the CPU, from
         the same rounded inputs; float32, float16 and bfloat16, softmax and log_softmax, the study's
         shapes (warp rows, block rows, tails, unaligned widths)."""
@@ -466,7 +467,7 @@ class TestSoftmaxStudy(ClassifyCase):
                         yd = s(U.call(op, xd, 1))
                         # y itself is rounded to the dtype before the backward reads it
                         tol = 2e-2 if dtype != MT_F32 else (LONG_TOL if cols > LONG_ROW else TOL)[MT_F32]
-                        for variant in range(12):
+                        for variant in range(13):
                             with self.subTest(log=log, dtype=U.DTYPE_NAMES[dtype], rows=rows, cols=cols,
                                               variant=variant):
                                 dx = s(U.call("mt_tensor_full", U.shape_array((rows, cols)), 2, c_double(NAN), dtype,
@@ -477,7 +478,8 @@ class TestSoftmaxStudy(ClassifyCase):
                                 # wider than 1024 columns whose K-th fits 256 threads x 8 packs; the
                                 # cached warp rows: 16-byte rows up to 1024 columns; the small cached
                                 # blocks: 16-byte rows of at most 64 / 128 / 256 threads x 16384 / 1024
-                                # columns' packs; the one-exchange clusters: exact fits
+                                # columns' packs; the one-exchange clusters: exact fits; the
+                                # cached block of up to 1024 threads: 16-byte rows up to 16384 columns
                                 packs = cols * elem // 16
                                 vec = (cols * elem) % 16 == 0
                                 if variant in (2, 3):
@@ -488,6 +490,8 @@ class TestSoftmaxStudy(ClassifyCase):
                                 elif variant in (10, 11):  # exact fits: K x 256 threads x 1, 2, 4, 8 packs
                                     per = (4 if variant == 10 else 8) * 256
                                     takes = vec and packs % per == 0 and packs // per in (1, 2, 4, 8)
+                                elif variant == 12:
+                                    takes = vec and cols <= 16384
                                 elif variant >= 7:
                                     takes = vec and packs <= (64 << (variant - 7)) * (16384 // (1024 * (16 // elem)))
                                 else:
@@ -504,7 +508,7 @@ class TestSoftmaxStudy(ClassifyCase):
             x = s(U.call("mt_tensor_zeros", U.shape_array((4, 8)), 2, MT_F32, MT_CUDA))
             p = c_void_p(U.data_ptr_of(x))
             self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 2, 0), U.MT_ERR_INVALID_ARGUMENT)
-            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 0, 12), U.MT_ERR_INVALID_ARGUMENT)
+            self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_F32, 0, 13), U.MT_ERR_INVALID_ARGUMENT)
             self.assertEqual(STUDY_BWD(p, p, p, -1, 8, MT_F32, 0, 0), U.MT_ERR_INVALID_ARGUMENT)
             self.assertEqual(STUDY_BWD(None, p, p, 4, 8, MT_F32, 0, 0), U.MT_ERR_INVALID_ARGUMENT)
             self.assertEqual(STUDY_BWD(p, p, p, 4, 8, MT_I64, 0, 0), U.MT_ERR_DTYPE)
