@@ -3,7 +3,7 @@ ctypes) and the PyTorch equivalent on the same device in the same process, check
 compute the same thing, and returns table rows.
 
 Contents: Ctx (sizes and handles of one run), helpers, then one function per workload
-(copy, elementwise, reductions, matmul, small-op overhead, XOR in Python, XOR as the C
+(copy, elementwise, reductions, casts, matmul, small-op overhead, XOR in Python, XOR as the C
 program), then WORKLOADS (the order they run in) and PENDING (benchmarks the project plans that
 the library does not offer yet: printed as skipped lines, never faked).
 
@@ -202,6 +202,50 @@ def bench_reductions(ctx):
             t_ms = ctx.timer.torch_time(lambda: f(tx), ctx.iters, ctx.reps)
             del tx
         rows.append(Row("%s (%s)" % (name, fn), ctx.elem_shape(), mt_ms, t_ms, work_bytes=4 * n, note=note))
+    return rows
+
+
+# ------------------------------------------------------------------ dtype casts
+def bench_casts(ctx):
+    """mt_tensor_cast against Tensor.to between float32 and bfloat16 (what mixed precision casts
+    every step): both round to nearest even, so the check asks for the same values exactly."""
+    need("mt_tensor_cast")
+    rows = []
+    n = ctx.n_elem
+    x = mt_randn(ctx, (n,), 30)
+    xb = U.call("mt_tensor_cast", x, U.MT_BF16)
+    try:
+        # the check: 1M values cast down and back up on both sides
+        small = mt_randn(ctx, (1 << 20,), 31)
+        try:
+            down = U.call("mt_tensor_cast", small, U.MT_BF16)
+            up = U.call("mt_tensor_cast", down, F32)
+            got, src = mt_host(up), mt_host(small)
+            release_each((down, up))
+        finally:
+            U.release(small)
+        note = "unchecked (no torch)"
+        if ctx.torch is not None:
+            t = ctx.torch
+            want = torch_from_host(ctx, src, (1 << 20,)).to(t.bfloat16).to(t.float32).cpu().tolist()
+            e = rel_err(got, want)
+            if e != 0.0:
+                raise RuntimeError("mt_tensor_cast to bfloat16 disagrees with PyTorch: relative error %.3g" % e)
+            note = "matches torch exactly"
+        tx = ctx.torch.randn(n, device=ctx.tdev) if ctx.torch is not None else None
+        for label, src_h, dst, tsrc, tdst in (
+                ("float32 → bfloat16", x, U.MT_BF16, tx, "bfloat16"),
+                ("bfloat16 → float32", xb, F32, None if tx is None else tx.to(ctx.torch.bfloat16), "float32")):
+            mt_ms = ctx.timer.mt(lambda: U.release(U.call("mt_tensor_cast", src_h, dst)), ctx.iters, ctx.reps)
+            t_ms = None
+            if tsrc is not None:
+                tdt = getattr(ctx.torch, tdst)
+                t_ms = ctx.timer.torch_time(lambda: tsrc.to(tdt), ctx.iters, ctx.reps)
+            rows.append(Row("cast %s (mt_tensor_cast vs Tensor.to)" % label, ctx.elem_shape(), mt_ms, t_ms,
+                            work_bytes=6 * n, note=note))
+        del tx
+    finally:
+        release_each((x, xb))
     return rows
 
 
@@ -664,6 +708,7 @@ WORKLOADS = [
     ("copy", bench_copy),
     ("elementwise", bench_elementwise),
     ("reductions", bench_reductions),
+    ("casts", bench_casts),
     ("matmul", bench_matmul),
     ("matmul-tf32-bf16", bench_matmul_reduced),
     ("small-op", bench_small_op),

@@ -1,11 +1,11 @@
 """test_study_hooks - the kernel-study hooks of the bandwidth study (mt_study_relu, mt_study_gelu,
 mt_study_sum, mt_study_softmax, mt_study_log_softmax, mt_study_layer_norm, mt_study_cross_entropy,
-mt_study_stream; internal, exported
+mt_study_cast, mt_study_stream; internal, exported
 by a CUDA build only, not in abi/minitorch.h) reject bad arguments before they touch the device, so
 this runs without a GPU: a variant id outside the documented range, an invalid dtype, a negative
 size, null buffers each give their status and an mt_last_error() message naming the hook and the
 value. Skipped on a CPU-only build (no hooks). Their results are checked on a GPU by
-tests/gpu/test_bw_variants.py.
+tests/gpu/test_bw_variants.py (mt_study_cast's by tests/gpu/test_cast.py).
 """
 import ctypes
 import os
@@ -24,6 +24,7 @@ FLAT = lambda fn, v, dt, n, p: fn(p, p, n, dt, v)  # noqa: E731
 LN = lambda fn, v, dt, n, p: fn(p, p, p, p, None, None, n, 8, c_double(1e-5), dt, v)  # noqa: E731
 GELU = lambda fn, v, dt, n, p: fn(p, p, p, n, dt, 1, v)  # noqa: E731
 CE = lambda fn, v, dt, n, p: fn(p, p, p, p, p, p, n, 8, dt, v)  # noqa: E731
+CAST = lambda fn, v, dt, n, p: fn(p, p, n, dt, U.MT_BF16, v)  # noqa: E731  (bfloat16 to dt)
 HOOKS = {
     "mt_study_relu": ([VP, VP, I64, I32, I32], 6, FLAT),
     "mt_study_sum": ([VP, VP, I64, I32, I32], 4, FLAT),
@@ -32,6 +33,7 @@ HOOKS = {
     "mt_study_log_softmax": ([VP, VP, I64, I64, I32, I32], 12, ROWS),
     "mt_study_layer_norm": ([VP, VP, VP, VP, VP, VP, I64, I64, c_double, I32, I32], 11, LN),
     "mt_study_cross_entropy": ([VP, VP, VP, VP, VP, VP, I64, I64, I32, I32], 6, CE),
+    "mt_study_cast": ([VP, VP, I64, I32, I32, I32], 7, CAST),
 }
 HAVE = all(getattr(LIB, name, None) is not None for name in list(HOOKS) + ["mt_study_stream"])
 
@@ -77,7 +79,7 @@ class TestStudyHooks(U.ABITestCase):
     def test_empty_work_is_ok(self):
         # nothing to do is not an error (and needs no device) where the op allows an empty size
         for name in ("mt_study_relu", "mt_study_gelu", "mt_study_softmax", "mt_study_log_softmax",
-                     "mt_study_layer_norm"):
+                     "mt_study_layer_norm", "mt_study_cast"):
             _, last, call = HOOKS[name]
             with self.subTest(hook=name):
                 self.assertEqual(call(self.hook(name), last, MT_F32, 0, None), MT_OK)
