@@ -74,6 +74,15 @@ class TestCast(U.ABITestCase):
         self.held.append(h)
         return h
 
+    def assertSameValues(self, got, want, dtype, sides):
+        """got and want (bytes of dtype) hold the same values, any NaN matching any NaN."""
+        if got == want:
+            return
+        g, w = decode(got, dtype), decode(want, dtype)
+        self.assertEqual(len(g), len(w))
+        bad = [i for i in range(len(w)) if not same(g[i], w[i])]
+        self.assertEqual(bad, [], "first differences (index, %s): %s" % (sides, [(i, g[i], w[i]) for i in bad[:5]]))
+
     def source(self, rng, n, dtype):
         """n values of dtype on the CPU: random floats (with special values) or integers, made in
         float64 / int64 and cast there."""
@@ -108,12 +117,7 @@ class TestCast(U.ABITestCase):
                             want = raw(self.hold(U.call("mt_tensor_cast", v_cpu, dst)))
                             got_h = self.hold(U.call("mt_tensor_cast", v_dev, dst))
                             self.assertEqual(U.device_of(got_h), MT_CUDA)
-                            got = raw(got_h)
-                            if got != want:
-                                g, w = decode(got, dst), decode(want, dst)
-                                bad = [i for i in range(n) if not same(g[i], w[i])]
-                                self.assertEqual(bad, [], "first differences (index, cuda, cpu): %s" %
-                                                 [(i, g[i], w[i]) for i in bad[:5]])
+                            self.assertSameValues(raw(got_h), want, dst, "cuda, cpu")
                     self.release_held()
 
     def test_study_variants(self):
@@ -148,12 +152,7 @@ class TestCast(U.ABITestCase):
                                 continue
                             self.assertEqual(st, U.MT_OK, U.last_error())
                             LIB.mt_synchronize()
-                            got = raw(o)
-                            if got != want:
-                                g, w = decode(got, dst), decode(want, dst)
-                                bad = [i for i in range(n) if not same(g[i], w[i])]
-                                self.assertEqual(bad, [], "first differences (index, variant, production): %s" %
-                                                 [(i, g[i], w[i]) for i in bad[:5]])
+                            self.assertSameValues(raw(o), want, dst, "variant, production")
                 self.release_held()
         p = c_void_p(1)
         self.assertEqual(hook(p, p, 8, MT_BF16, MT_F32, 8), U.MT_ERR_INVALID_ARGUMENT)
