@@ -1332,7 +1332,8 @@ extern "C" MT_API int mt_study_log_softmax(void *y, const void *x, int64_t rows,
 // warp / block per row, 2 and 3 (cluster) of 4 and 8 blocks per row, 4-6 the cached warp rows in
 // blocks of 64 / 128 / 256 threads (6: at least 3 blocks an SM), 7-9 the cached block per row of
 // at most 64 / 128 / 256 threads, 10 / 11 (cluster, one exchange) of 4 / 8 blocks per row, 12
-// the cached block per row of up to 1024 threads. Buffers borrowed, the work queued on the library's stream; the statuses of mt_study_softmax.
+// the cached block per row of up to 1024 threads. Buffers borrowed, the work queued on the
+// library's stream; the statuses of mt_study_softmax.
 extern "C" MT_API int mt_study_softmax_backward(void *dx, const void *y, const void *dy, int64_t rows, int64_t cols,
                                                 int32_t dtype, int32_t log, int32_t variant) {
   using namespace mt;

@@ -1,8 +1,9 @@
 // study.cuh - the frame the kernel-study hooks share (mt_study_relu, mt_study_sum,
 // mt_study_softmax, mt_study_log_softmax, mt_study_layer_norm, mt_study_cast, ...): internal
 // extern "C" entry points that scripts/bench/bw_study.py, scripts/bench/softmax_study.py,
-// scripts/bench/cast_study.py and the GPU tests drive through ctypes. They are not in abi/minitorch.h and promise no stability; they keep the mt_ prefix so
-// the library exports nothing else.
+// scripts/bench/cast_study.py and the GPU tests drive through ctypes. They are not in
+// abi/minitorch.h and promise no stability; they keep the mt_ prefix so the library exports
+// nothing else.
 //
 // Every hook checks its variant id and sizes before it touches the device (so a bad id is
 // rejected on a machine without a GPU), returns 0 or an mt_status value, and sets

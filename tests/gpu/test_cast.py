@@ -6,13 +6,14 @@ chunk, and element by element otherwise; the CPU backend writes the documented r
 integers reach float16 / bfloat16 through float). Both must give the same values, bit for bit
 but for NaN's payload (any NaN matches any NaN).
 
-Inputs: fresh random values each run (seeded from MT_TEST_SEED, which a failure names) (normal draws at scales from 1 to 1e20, special values, and
-integers across int64's range), lengths that leave every chunk tail (1, 7, 8, 9, 33, 4101, 65539),
-and views 0, 1 and 3 elements into their storage (mt_slice of a 1-D tensor is a view), which
-move the chunked path's pointers off their alignment. The study hook's variants (mt_study_cast:
-the element-wise kernel and the chunked ones at 1, 2 and 4 chunks a thread on either grid) must
-give production's values, and the chunked ones must refuse misaligned buffers. Live tensors and device bytes are counted
-after the test (abi_util.ABITestCase).
+Inputs: fresh random values each run, seeded from MT_TEST_SEED (a failure names it): normal
+draws at scales from 1 to 1e20, special values, and integers across int64's range; lengths that
+leave every chunk tail (1, 7, 8, 9, 33, 4101, 65539), and views 0, 1 and 3 elements into their
+storage (mt_slice of a 1-D tensor is a view), which move the chunked path's pointers off their
+alignment. The study hook's variants (mt_study_cast: the element-wise kernel and the chunked ones
+at 1, 2 and 4 chunks a thread on either grid) must give production's values, and the chunked ones
+must refuse misaligned buffers. Live tensors and device bytes are counted after each test
+(abi_util.ABITestCase).
 
 Run by `make test-gpu`; alone: MINITORCH_LIB=build/libminitorch.so python3 -m unittest
 tests.gpu.test_cast -v. Without a usable GPU it is skipped.
